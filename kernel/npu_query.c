@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * DRM_IOCTL_NPU_QUERY: device information for user space.
+ */
+
+#include <linux/kernel.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>
+
+#include <drm/drm_print.h>
+
+#include "npu_drv.h"
+
+/*
+ * Copy an answer of @full bytes to user space with size negotiation: size 0
+ * asks for the size; a smaller buffer gets a prefix of whole @unit-sized
+ * pieces. The first version of a structure is one unit, so a grown
+ * structure still serves old user space.
+ */
+static int npu_query_copy(struct drm_device *drm, struct drm_npu_query *q,
+			  const void *answer, u32 full, u32 unit)
+{
+	u32 n;
+
+	if (q->size) {
+		if (q->size < unit || q->size % unit) {
+			drm_dbg(drm, "query %u: size %u is not a multiple of %u\n",
+				q->query, q->size, unit);
+			return -EINVAL;
+		}
+		n = min(q->size, full);
+		if (copy_to_user(u64_to_user_ptr(q->data_ptr), answer, n))
+			return -EFAULT;
+	}
+	q->size = full;
+	return 0;
+}
+
+static int npu_query_device_info(struct npu_device *ndev,
+				 struct drm_npu_query *q)
+{
+	const struct npu_hw_props *p = &ndev->props;
+	struct drm_npu_device_info info = {
+		.api_version = DRM_NPU_API_VERSION,
+		.device_index = ndev->index,
+		.mem_capacity = p->mem_capacity,
+		.clock_hz = p->clock_hz,
+		.capabilities = p->capabilities,
+		.num_engines = p->num_engines,
+		.va_start = p->va_start,
+		.va_end = p->va_end,
+	};
+	u32 i;
+
+	for (i = 0; i < p->num_engines; i++) {
+		if (p->engine_class[i] == DRM_NPU_ENGINE_COPY)
+			info.num_copy_engines++;
+		else
+			info.num_compute_engines++;
+	}
+	strscpy(info.name, p->name, sizeof(info.name));
+
+	return npu_query_copy(&ndev->drm, q, &info, sizeof(info), sizeof(info));
+}
+
+static int npu_query_engines(struct npu_device *ndev, struct drm_npu_query *q)
+{
+	const struct npu_hw_props *p = &ndev->props;
+	struct drm_npu_engine_info engines[NPU_MAX_ENGINES] = { };
+	u32 instances[2] = { };
+	u32 i;
+
+	for (i = 0; i < p->num_engines; i++) {
+		u32 class = p->engine_class[i];
+
+		engines[i].engine_id = i;
+		engines[i].engine_class = class;
+		engines[i].instance = instances[class]++;
+	}
+
+	return npu_query_copy(&ndev->drm, q, engines,
+			      p->num_engines * sizeof(engines[0]),
+			      sizeof(engines[0]));
+}
+
+int npu_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct npu_device *ndev = to_npu_device(drm);
+	struct drm_npu_query *q = data;
+
+	if (q->flags || q->pad) {
+		drm_dbg(drm, "query: flags 0x%x or pad 0x%x not zero\n",
+			q->flags, q->pad);
+		return -EINVAL;
+	}
+
+	switch (q->query) {
+	case DRM_NPU_QUERY_DEVICE_INFO:
+		return npu_query_device_info(ndev, q);
+	case DRM_NPU_QUERY_ENGINES:
+		return npu_query_engines(ndev, q);
+	default:
+		drm_dbg(drm, "query: unknown query %u\n", q->query);
+		return -EINVAL;
+	}
+}

@@ -1,0 +1,48 @@
+#!/bin/sh
+# Install, idempotently, every Debian package the build and the tests need.
+# Safe to run repeatedly: it only calls apt when something is missing.
+set -eu
+
+PKGS="qemu-system-x86 linux-image-amd64 linux-headers-amd64 libdrm-dev
+busybox-static cpio linux-source-6.1 sparse xz-utils kmod pkg-config
+cmake g++ libgtest-dev clang-format clang-tidy python3"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+		missing="$missing $p"
+	fi
+done
+
+if [ -n "$missing" ]; then
+	echo "deps: installing:$missing"
+	SUDO=""
+	[ "$(id -u)" -ne 0 ] && SUDO=sudo
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update -qq
+	# shellcheck disable=SC2086
+	$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+# The kselftest harness headers and checkpatch come from the kernel source
+# tarball; unpack just the files we use into build/linux-src once.
+top=$(cd "$(dirname "$0")/.." && pwd)
+dst="$top/build/linux-src"
+if [ ! -f "$dst/.done" ]; then
+	tarball=$(ls /usr/src/linux-source-6.1.tar.xz 2>/dev/null | head -n 1)
+	if [ -z "$tarball" ]; then
+		echo "deps: linux-source-6.1 tarball not found under /usr/src" >&2
+		exit 1
+	fi
+	echo "deps: extracting kselftest harness and checkpatch from $tarball"
+	rm -rf "$dst"
+	mkdir -p "$dst"
+	tar -xJf "$tarball" -C "$dst" --strip-components=1 \
+		--wildcards \
+		'linux-source-6.1/tools/testing/selftests/kselftest_harness.h' \
+		'linux-source-6.1/tools/testing/selftests/kselftest.h' \
+		'linux-source-6.1/scripts/checkpatch.pl' \
+		'linux-source-6.1/scripts/spelling.txt' \
+		'linux-source-6.1/scripts/const_structs.checkpatch'
+	touch "$dst/.done"
+fi

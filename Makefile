@@ -1,0 +1,82 @@
+# Top-level build of the NPU stack. `make help` lists the targets.
+#
+# Every target depends on `deps`, so each works as the first command on a
+# fresh machine.
+
+TOP := $(CURDIR)
+BUILD := $(TOP)/build
+KVER = $(shell $(TOP)/tools/kver)
+KDIR = /lib/modules/$(KVER)/build
+JOBS ?= 2
+CMAKE_BUILD := $(BUILD)/cmake
+VMRUN := $(TOP)/tools/vmrun
+PARAMS ?=
+# Host-side checkpatch, from the extracted kernel source.
+CHECKPATCH := $(BUILD)/linux-src/scripts/checkpatch.pl
+
+.PHONY: all deps kernel userspace kselftests test demo check check-kernel \
+	check-cxx load unload install clean help
+
+all: kernel userspace kselftests
+
+help:
+	@echo "make deps        install the Debian packages the build and tests need"
+	@echo "make             build npu.ko, libnpurt, tools, examples and tests"
+	@echo "make demo        boot the VM with the module and run the demo"
+	@echo "make test        host unit tests, then all VM suites; prints 'N passed, N failed'"
+	@echo "make check       checkpatch and sparse on the kernel, clang-format/clang-tidy on C++"
+	@echo "make load        load npu.ko on this host (kernel must match; PARAMS='num_devices=4')"
+	@echo "make unload      unload it"
+	@echo "make install     install libnpurt, headers, pkg-config and CMake files (PREFIX=/usr/local)"
+
+deps:
+	@sh $(TOP)/tools/deps.sh
+
+kernel: deps
+	@$(TOP)/kernel/configure.sh $(KDIR) $(TOP)/kernel/npu_config.h
+	$(MAKE) -C $(KDIR) M=$(TOP)/kernel -j$(JOBS) modules
+
+$(CMAKE_BUILD)/Makefile: CMakeLists.txt | deps
+	cmake -S $(TOP) -B $(CMAKE_BUILD) -DCMAKE_INSTALL_PREFIX=$(or $(PREFIX),/usr/local) >/dev/null
+
+userspace: deps $(CMAKE_BUILD)/Makefile
+	cmake --build $(CMAKE_BUILD) -j$(JOBS)
+
+kselftests: deps
+	$(MAKE) -C $(TOP)/tests/kselftest O=$(BUILD)/kselftest
+
+test: all
+	@$(TOP)/tests/run-tests.sh
+
+demo: all
+	@$(VMRUN) --out $(BUILD)/vm-demo $(addprefix -p ,$(PARAMS)) -- $(CMAKE_BUILD)/bin/npurt-demo
+
+check: check-kernel check-cxx
+
+check-kernel: kernel
+	perl $(CHECKPATCH) --no-tree --strict --terse --show-types \
+		--ignore SPDX_LICENSE_TAG \
+		-f $(wildcard $(TOP)/kernel/*.c $(TOP)/kernel/*.h) $(TOP)/uapi/drm/npu_drm.h
+	$(MAKE) -C $(KDIR) M=$(TOP)/kernel C=2 CF="-D__CHECK_ENDIAN__" modules 2>&1 | \
+		tee $(BUILD)/sparse.log | grep -E 'warning|error' && exit 1 || true
+
+check-cxx: userspace
+	clang-format --dry-run -Werror $$(git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | \
+		grep -v -E '^(kernel|uapi|tests/kselftest)/')
+	clang-tidy -p $(CMAKE_BUILD) --quiet $$(git ls-files 'libnpurt/*.cpp' 'tools/*.cpp')
+
+load: kernel
+	@[ "$$(uname -r)" = "$(KVER)" ] || { echo "make load: running kernel $$(uname -r) is not $(KVER), the one npu.ko is built for; use tools/vmrun" >&2; exit 1; }
+	modprobe -a drm drm_shmem_helper gpu-sched
+	insmod $(TOP)/kernel/npu.ko $(PARAMS)
+
+unload:
+	rmmod npu
+
+install: userspace
+	cmake --install $(CMAKE_BUILD)
+
+clean:
+	-$(MAKE) -C $(KDIR) M=$(TOP)/kernel clean
+	rm -rf $(BUILD)/cmake $(BUILD)/kselftest $(BUILD)/vm $(BUILD)/vm-demo \
+		$(BUILD)/test-results $(TOP)/kernel/npu_config.h

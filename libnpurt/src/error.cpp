@@ -1,0 +1,145 @@
+#include "error.h"
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace npurt {
+namespace {
+
+struct ThreadError {
+	npurtError_t code = npurtSuccess;
+	std::string message;
+};
+
+ThreadError &threadError()
+{
+	thread_local ThreadError err;
+	return err;
+}
+
+struct ErrorInfo {
+	npurtError_t code;
+	const char *name;
+	const char *text;
+};
+
+constexpr ErrorInfo kErrors[] = {
+	{npurtSuccess, "npurtSuccess", "no error"},
+	{npurtErrorInvalidValue, "npurtErrorInvalidValue", "invalid argument"},
+	{npurtErrorMemoryAllocation, "npurtErrorMemoryAllocation", "out of device memory"},
+	{npurtErrorInitializationError, "npurtErrorInitializationError",
+	 "the runtime failed to initialise"},
+	{npurtErrorNoDevice, "npurtErrorNoDevice", "no NPU is available"},
+	{npurtErrorInvalidDevice, "npurtErrorInvalidDevice", "invalid device ordinal"},
+	{npurtErrorInsufficientDriver, "npurtErrorInsufficientDriver",
+	 "the NPU kernel driver's interface version is not supported by this runtime"},
+	{npurtErrorNotReady, "npurtErrorNotReady", "work is still pending"},
+	{npurtErrorTimeout, "npurtErrorTimeout", "the wait timed out"},
+	{npurtErrorNotSupported, "npurtErrorNotSupported", "operation not supported"},
+	{npurtErrorInvalidHandle, "npurtErrorInvalidHandle", "invalid or foreign handle"},
+	{npurtErrorDeviceFault, "npurtErrorDeviceFault",
+	 "the device faulted on a memory access"},
+	{npurtErrorLaunchFailure, "npurtErrorLaunchFailure", "an operation failed on the device"},
+	{npurtErrorLaunchTimeout, "npurtErrorLaunchTimeout",
+	 "device work timed out and the engine was reset"},
+	{npurtErrorHostMemoryAllocation, "npurtErrorHostMemoryAllocation", "out of host memory"},
+	{npurtErrorPermission, "npurtErrorPermission", "permission denied"},
+	{npurtErrorOperatingSystem, "npurtErrorOperatingSystem", "operating system call failed"},
+	{npurtErrorUnknown, "npurtErrorUnknown", "unknown error"},
+};
+
+const ErrorInfo *findError(npurtError_t code)
+{
+	for (const auto &e : kErrors)
+		if (e.code == code)
+			return &e;
+	return nullptr;
+}
+
+}  // namespace
+
+npurtError_t setError(npurtError_t code, std::string message)
+{
+	if (code == npurtSuccess || code == npurtErrorNotReady)
+		return code;
+	auto &err = threadError();
+	err.code = code;
+	err.message = std::move(message);
+	return code;
+}
+
+npurtError_t errorFromErrno(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case 0:
+		return npurtSuccess;
+	case EINVAL:
+	case EFAULT:
+	case EOVERFLOW:
+	case ERANGE:
+		return npurtErrorInvalidValue;
+	case ENOMEM:
+		return npurtErrorMemoryAllocation;
+	case ENOENT:
+	case ENODEV:
+	case ENXIO:
+		return npurtErrorNoDevice;
+	case EACCES:
+	case EPERM:
+		return npurtErrorPermission;
+	case ETIME:
+	case ETIMEDOUT:
+		return npurtErrorTimeout;
+	case EBUSY:
+	case EAGAIN:
+		return npurtErrorNotReady;
+	case ENOTTY:
+	case EOPNOTSUPP:
+		return npurtErrorNotSupported;
+	default:
+		return npurtErrorOperatingSystem;
+	}
+}
+
+std::string osMessage(const std::string &what, int err)
+{
+	return what + ": " + std::strerror(err < 0 ? -err : err);
+}
+
+}  // namespace npurt
+
+extern "C" {
+
+const char *npurtGetErrorName(npurtError_t error)
+{
+	const auto *e = npurt::findError(error);
+	return e ? e->name : "npurtErrorUnrecognized";
+}
+
+const char *npurtGetErrorString(npurtError_t error)
+{
+	const auto *e = npurt::findError(error);
+	return e ? e->text : "unrecognized error code";
+}
+
+npurtError_t npurtGetLastError(void)
+{
+	auto &err = npurt::threadError();
+	npurtError_t code = err.code;
+	err.code = npurtSuccess;
+	err.message.clear();
+	return code;
+}
+
+npurtError_t npurtPeekAtLastError(void)
+{
+	return npurt::threadError().code;
+}
+
+const char *npurtGetLastErrorMessage(void)
+{
+	return npurt::threadError().message.c_str();
+}
+
+}  // extern "C"

@@ -1,0 +1,64 @@
+#!/bin/bash
+# Counts the results of every suite log in the given folders and prints one
+# line per suite and the closing "N passed, N failed" line. Exits 1 if
+# anything failed or no test ran.
+#
+# Logs are NAME.gtest.log (GoogleTest), NAME.ktap.log (kselftest harness) or
+# NAME.cmd.log (one test: passed if NAME.rc is 0). A suite that crashed
+# before printing its totals counts as one failure.
+set -u
+
+passed=0
+failed=0
+skipped=0
+for dir in "$@"; do
+	for log in "$dir"/*.log; do
+		[ -f "$log" ] || continue
+		base=${log%.log}
+		kind=${base##*.}
+		name=$(basename "${base%.*}")
+		rc=$(cat "${base%.*}.rc" 2>/dev/null || echo 1)
+		p=0 f=0 s=0
+		case "$kind" in
+		gtest)
+			if grep -q '^\[==========\] .* ran\.' "$log"; then
+				p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' "$log" | tail -1)
+				f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed below.*/\1/p' "$log" | tail -1)
+				s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\?, listed below.*/\1/p' "$log" | tail -1)
+				p=${p:-0} f=${f:-0} s=${s:-0}
+			else
+				f=1
+			fi
+			;;
+		ktap)
+			totals=$(grep -E '^# Totals: pass:' "$log" | tail -1)
+			if [ -n "$totals" ]; then
+				get() { echo "$totals" | sed -n "s/.* $1:\([0-9]*\).*/\1/p"; }
+				p=$(($(get pass) + $(get xfail)))
+				f=$(($(get fail) + $(get error) + $(get xpass)))
+				s=$(get skip)
+			else
+				f=1
+			fi
+			;;
+		cmd)
+			if [ "$rc" = 0 ]; then p=1; else f=1; fi
+			;;
+		*)
+			continue
+			;;
+		esac
+		# A suite whose counts look fine but which exited non-zero failed.
+		if [ "$f" = 0 ] && [ "$kind" != cmd ] && [ "$rc" != 0 ]; then
+			f=1
+		fi
+		status=ok
+		[ "$f" -gt 0 ] && status=FAIL
+		printf '%-4s %-40s %4d passed, %d failed, %d skipped\n' "$status" "$name" "$p" "$f" "$s"
+		passed=$((passed + p))
+		failed=$((failed + f))
+		skipped=$((skipped + s))
+	done
+done
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ] && [ "$passed" -gt 0 ]

@@ -1,0 +1,83 @@
+#!/bin/bash
+# Runs inside the VM (through tools/vmrun), with npu.ko loaded at its default
+# parameters: every kselftest and GoogleTest suite, the examples, and the
+# suites that need other module parameters (reloading the module for each).
+# Each suite leaves a log in RESULTS; tests/summarize.sh counts them.
+#
+# usage: vm-suites.sh BUILD_DIR RESULTS_DIR
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$1
+results=$2
+bin=$build/cmake/bin
+ksft=$build/kselftest
+suite_timeout=${NPU_SUITE_TIMEOUT:-900}
+
+rm -rf "$results"
+mkdir -p "$results"
+
+# run NAME KIND CMD...: KIND is gtest, ktap or cmd (pass = exit 0).
+run() {
+	local name=$1 kind=$2
+	shift 2
+	echo "=== $name"
+	timeout -k 5 "$suite_timeout" "$@" > "$results/$name.$kind.log" 2>&1
+	local rc=$?
+	echo "$rc" > "$results/$name.rc"
+	[ "$rc" = 124 ] && echo "TIMEOUT after $suite_timeout s" >> "$results/$name.$kind.log"
+	tail -n 3 "$results/$name.$kind.log"
+}
+
+reload() {
+	rmmod npu 2>/dev/null
+	# shellcheck disable=SC2068
+	insmod "$NPU_KO" $@
+}
+
+# A check with no output of its own: record pass or fail with a reason.
+check() {
+	local name=$1 ok=$2 why=$3
+	echo "=== $name"
+	echo "$why" > "$results/$name.cmd.log"
+	if [ "$ok" = 1 ]; then echo 0; else echo 1; fi > "$results/$name.rc"
+	echo "$why"
+}
+
+run_all_suites() {
+	local tag=$1
+	for t in "$ksft"/*_test; do
+		[ -x "$t" ] && run "ksft-$(basename "$t")$tag" ktap "$t"
+	done
+	run "npurt_vm_tests$tag" gtest "$bin/npurt_vm_tests"
+}
+
+# Default parameters: everything.
+run_all_suites ""
+run example_device_query cmd "$bin/example_device_query"
+run npu-smi cmd "$bin/npu-smi"
+run npu-smi-json cmd "$bin/npu-smi" --json
+
+# Other shapes of the device: 1 and 4 NPUs.
+for n in 1 4; do
+	if reload num_devices=$n; then
+		NPU_EXPECT_DEVICES=$n run_all_suites "-$n-devices"
+	else
+		check "load-num_devices=$n" 0 "insmod num_devices=$n failed"
+	fi
+done
+
+# Bad module parameters are refused, and the module loads afterwards.
+for p in num_devices=0 num_devices=17 mem_size_mb=1 copy_engines=0 compute_engines=9; do
+	if reload "$p" 2>/dev/null; then
+		check "reject-$p" 0 "insmod $p succeeded; it must fail"
+	else
+		check "reject-$p" 1 "insmod $p refused"
+	fi
+done
+if reload; then
+	check reload-after-rejects 1 "module loads after refused parameters"
+else
+	check reload-after-rejects 0 "module no longer loads after refused parameters"
+fi
+exit 0

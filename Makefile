@@ -13,6 +13,9 @@ VMRUN := $(TOP)/tools/vmrun
 PARAMS ?=
 # Host-side checkpatch, from the extracted kernel source.
 CHECKPATCH := $(BUILD)/linux-src/scripts/checkpatch.pl
+# Kernel sources we write (not the generated npu.mod.c and npu_config.h).
+KERNEL_SOURCES = $(filter-out %.mod.c %/npu_config.h,$(wildcard $(TOP)/kernel/*.c \
+	$(TOP)/kernel/*.h $(TOP)/kernel/probes/*.c))
 
 .PHONY: all deps kernel userspace kselftests test demo check check-kernel \
 	check-cxx load unload install clean help
@@ -54,9 +57,10 @@ demo: all
 check: check-kernel check-cxx
 
 check-kernel: kernel
-	perl $(CHECKPATCH) --no-tree --strict --terse --show-types \
-		--ignore SPDX_LICENSE_TAG \
-		-f $(wildcard $(TOP)/kernel/*.c $(TOP)/kernel/*.h) $(TOP)/uapi/drm/npu_drm.h
+	perl $(CHECKPATCH) --no-tree --strict --terse --show-types -f $(KERNEL_SOURCES)
+	@# uapi headers cannot use the kernel's BIT() macros.
+	perl $(CHECKPATCH) --no-tree --strict --terse --show-types --ignore BIT_MACRO \
+		-f $(TOP)/uapi/drm/npu_drm.h
 	$(MAKE) -C $(KDIR) M=$(TOP)/kernel C=2 CF="-D__CHECK_ENDIAN__" modules 2>&1 | \
 		tee $(BUILD)/sparse.log | grep -E 'warning|error' && exit 1 || true
 

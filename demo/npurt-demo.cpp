@@ -21,12 +21,11 @@ int main()
 		for (int d = 0; d < n; d++) {
 			npurtDeviceProp p = npurt::deviceProperties(d);
 			std::printf("  NPU %d: %s (%s)%s\n"
-				    "         memory %zu MiB, engines %d copy + %d compute, "
-				    "clock %llu MHz\n",
-				    d, p.name, p.devicePath, p.emulated ? ", emulated" : "",
-				    p.totalGlobalMem >> 20, p.copyEngineCount,
-				    p.computeEngineCount,
-				    static_cast<unsigned long long>(p.clockRateHz / 1000000));
+			            "         memory %zu MiB, engines %d copy + %d compute, "
+			            "clock %llu MHz\n",
+			            d, p.name, p.devicePath, p.emulated ? ", emulated" : "",
+			            p.totalGlobalMem >> 20, p.copyEngineCount, p.computeEngineCount,
+			            static_cast<unsigned long long>(p.clockRateHz / 1000000));
 		}
 
 		// The current device is per thread, as in CUDA.
@@ -47,7 +46,7 @@ int main()
 		// Errors name their cause.
 		npurtError_t err = npurtSetDevice(n);
 		std::printf("npurtSetDevice(%d) -> %s: %s\n", n, npurtGetErrorName(err),
-			    npurtGetLastErrorMessage());
+		            npurtGetLastErrorMessage());
 		npurtGetLastError();
 		return n > 0 ? 0 : 1;
 	} catch (const npurt::Error &e) {

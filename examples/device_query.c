@@ -5,15 +5,14 @@
 
 #include "npurt/npurt.h"
 
-#define CHECK(call)                                                            \
-	do {                                                                   \
-		npurtError_t err_ = (call);                                    \
-		if (err_ != npurtSuccess) {                                    \
-			fprintf(stderr, "%s failed: %s: %s\n", #call,          \
-				npurtGetErrorName(err_),                       \
-				npurtGetLastErrorMessage());                   \
-			return 1;                                              \
-		}                                                              \
+#define CHECK(call)                                                                            \
+	do {                                                                                   \
+		npurtError_t err_ = (call);                                                    \
+		if (err_ != npurtSuccess) {                                                    \
+			fprintf(stderr, "%s failed: %s: %s\n", #call, npurtGetErrorName(err_), \
+			        npurtGetLastErrorMessage());                                   \
+			return 1;                                                              \
+		}                                                                              \
 	} while (0)
 
 int main(void)
@@ -27,9 +26,9 @@ int main(void)
 		npurtDeviceProp prop;
 
 		CHECK(npurtGetDeviceProperties(&prop, dev));
-		printf("NPU %d: %s at %s, %zu MiB, %d copy + %d compute engines\n",
-		       dev, prop.name, prop.devicePath, prop.totalGlobalMem >> 20,
-		       prop.copyEngineCount, prop.computeEngineCount);
+		printf("NPU %d: %s at %s, %zu MiB, %d copy + %d compute engines\n", dev, prop.name,
+		       prop.devicePath, prop.totalGlobalMem >> 20, prop.copyEngineCount,
+		       prop.computeEngineCount);
 	}
 	return 0;
 }

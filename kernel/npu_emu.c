@@ -38,7 +38,7 @@ MODULE_PARM_DESC(compute_engines,
  * the runtime can give host and device one unified address space.
  */
 #define NPU_EMU_VA_START	SZ_64K
-#define NPU_EMU_VA_END		(1ULL << 47)
+#define NPU_EMU_VA_END		BIT_ULL(47)
 
 /* The emulated timestamp clock counts nanoseconds. */
 #define NPU_EMU_CLOCK_HZ	NSEC_PER_SEC

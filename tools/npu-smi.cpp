@@ -25,31 +25,31 @@ std::string mib(size_t bytes)
 void printTable(const std::vector<std::pair<int, npurtDeviceProp>> &devs, int driverVersion)
 {
 	std::printf("npu-smi  runtime %d.%d  driver uAPI %d.%d\n", NPURT_VERSION_MAJOR,
-		    NPURT_VERSION_MINOR, driverVersion / 1000, driverVersion % 1000 / 10);
+	            NPURT_VERSION_MINOR, driverVersion / 1000, driverVersion % 1000 / 10);
 	std::printf("%-4s %-10s %-20s %12s %6s %8s %11s %s\n", "NPU", "Name", "Node", "Memory",
-		    "Copy", "Compute", "Clock", "Flags");
+	            "Copy", "Compute", "Clock", "Flags");
 	for (const auto &[ord, p] : devs) {
 		std::printf("%-4d %-10s %-20s %12s %6d %8d %7llu MHz %s\n", ord, p.name,
-			    p.devicePath, mib(p.totalGlobalMem).c_str(), p.copyEngineCount,
-			    p.computeEngineCount,
-			    static_cast<unsigned long long>(p.clockRateHz / 1000000),
-			    p.emulated ? "emulated" : "-");
+		            p.devicePath, mib(p.totalGlobalMem).c_str(), p.copyEngineCount,
+		            p.computeEngineCount,
+		            static_cast<unsigned long long>(p.clockRateHz / 1000000),
+		            p.emulated ? "emulated" : "-");
 	}
 }
 
 void printJson(const std::vector<std::pair<int, npurtDeviceProp>> &devs, int driverVersion)
 {
 	std::printf("{\"runtime_version\": %d, \"driver_version\": %d, \"devices\": [",
-		    NPURT_VERSION, driverVersion);
+	            NPURT_VERSION, driverVersion);
 	const char *sep = "";
 	for (const auto &[ord, p] : devs) {
 		std::printf("%s\n  {\"ordinal\": %d, \"index\": %d, \"name\": \"%s\", "
-			    "\"node\": \"%s\", \"memory_bytes\": %zu, \"copy_engines\": %d, "
-			    "\"compute_engines\": %d, \"clock_hz\": %llu, \"emulated\": %s}",
-			    sep, ord, p.deviceIndex, p.name, p.devicePath, p.totalGlobalMem,
-			    p.copyEngineCount, p.computeEngineCount,
-			    static_cast<unsigned long long>(p.clockRateHz),
-			    p.emulated ? "true" : "false");
+		            "\"node\": \"%s\", \"memory_bytes\": %zu, \"copy_engines\": %d, "
+		            "\"compute_engines\": %d, \"clock_hz\": %llu, \"emulated\": %s}",
+		            sep, ord, p.deviceIndex, p.name, p.devicePath, p.totalGlobalMem,
+		            p.copyEngineCount, p.computeEngineCount,
+		            static_cast<unsigned long long>(p.clockRateHz),
+		            p.emulated ? "true" : "false");
 		sep = ",";
 	}
 	std::printf("\n]}\n");
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
 	npurtError_t err = npurtGetDeviceCount(&count);
 	if (err != npurtSuccess) {
 		std::fprintf(stderr, "npu-smi: %s: %s\n", npurtGetErrorName(err),
-			     npurtGetLastErrorMessage());
+		             npurtGetLastErrorMessage());
 		return 1;
 	}
 	int driverVersion = 0;
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
 		err = npurtGetDeviceProperties(&p, d);
 		if (err != npurtSuccess) {
 			std::fprintf(stderr, "npu-smi: device %d: %s: %s\n", d,
-				     npurtGetErrorName(err), npurtGetLastErrorMessage());
+			             npurtGetErrorName(err), npurtGetLastErrorMessage());
 			return 1;
 		}
 		devs.emplace_back(d, p);

@@ -96,15 +96,15 @@ npurtError_t Runtime::discover()
 		}
 		if ((info.api_version >> 16) != DRM_NPU_API_VERSION_MAJOR) {
 			mismatch = node->path() + " speaks uAPI " +
-				   std::to_string(info.api_version >> 16) + "." +
-				   std::to_string(info.api_version & 0xffff) +
-				   ", this runtime needs " +
-				   std::to_string(DRM_NPU_API_VERSION_MAJOR) + ".x";
+			           std::to_string(info.api_version >> 16) + "." +
+			           std::to_string(info.api_version & 0xffff) +
+			           ", this runtime needs " +
+			           std::to_string(DRM_NPU_API_VERSION_MAJOR) + ".x";
 			continue;
 		}
 		npurtDeviceProp p{};
 		std::snprintf(p.name, sizeof(p.name), "%.*s", static_cast<int>(sizeof(info.name)),
-			      info.name);
+		              info.name);
 		std::snprintf(p.devicePath, sizeof(p.devicePath), "%s", node->path().c_str());
 		p.deviceIndex = static_cast<int>(info.device_index);
 		p.engineCount = static_cast<int>(info.num_engines);
@@ -117,10 +117,11 @@ npurtError_t Runtime::discover()
 		p.vaEnd = info.va_end;
 		p.driverApiVersion = encodeVersion(info.api_version);
 		p.emulated = (info.capabilities & DRM_NPU_CAP_EMULATED) ? 1 : 0;
-		devices.push_back({info.device_index, std::make_unique<Device>(std::move(node), p)});
+		devices.push_back(
+		        {info.device_index, std::make_unique<Device>(std::move(node), p)});
 	}
 	std::sort(devices.begin(), devices.end(),
-		  [](const Found &a, const Found &b) { return a.index < b.index; });
+	          [](const Found &a, const Found &b) { return a.index < b.index; });
 
 	if (const char *env = std::getenv("NPURT_VISIBLE_DEVICES"); env && *env) {
 		std::vector<uint32_t> visible;
@@ -128,11 +129,13 @@ npurtError_t Runtime::discover()
 			return npurtErrorInvalidValue;
 		std::vector<Found> kept;
 		for (uint32_t idx : visible) {
-			auto it = std::find_if(devices.begin(), devices.end(),
-					       [idx](const Found &f) { return f.index == idx && f.device; });
+			auto it =
+			        std::find_if(devices.begin(), devices.end(), [idx](const Found &f) {
+				        return f.index == idx && f.device;
+			        });
 			if (it == devices.end()) {
 				startMessage_ = "NPURT_VISIBLE_DEVICES names device " +
-						std::to_string(idx) + ", which does not exist";
+				                std::to_string(idx) + ", which does not exist";
 				return npurtErrorInvalidDevice;
 			}
 			kept.push_back(std::move(*it));
@@ -150,11 +153,12 @@ npurtError_t Runtime::discover()
 		return npurtErrorInsufficientDriver;
 	}
 	startMessage_ = "no NPU found: no /dev/dri/renderD* node belongs to the npu driver "
-			"(is npu.ko loaded?)";
+	                "(is npu.ko loaded?)";
 	for (const auto &f : found.failures)
 		startMessage_ += "; " + f;
 	if (found.firstError == EACCES || found.firstError == EPERM)
-		startMessage_ += " (add the user to the group that owns the node, usually 'render')";
+		startMessage_ +=
+		        " (add the user to the group that owns the node, usually 'render')";
 	return npurtErrorNoDevice;
 }
 
@@ -163,9 +167,9 @@ npurtError_t Runtime::checkOrdinal(int ordinal, const char *api) const
 	if (ordinal >= 0 && ordinal < deviceCount())
 		return npurtSuccess;
 	return setError(npurtErrorInvalidDevice,
-			std::string(api) + ": device " + std::to_string(ordinal) +
-				" requested, " + std::to_string(deviceCount()) +
-				" NPU(s) present (valid: 0.." + std::to_string(deviceCount() - 1) + ")");
+	                std::string(api) + ": device " + std::to_string(ordinal) + " requested, " +
+	                        std::to_string(deviceCount()) + " NPU(s) present (valid: 0.." +
+	                        std::to_string(deviceCount() - 1) + ")");
 }
 
 void Runtime::resetForTesting(std::unique_ptr<os::Interface> os)

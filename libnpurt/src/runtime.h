@@ -14,9 +14,8 @@ namespace npurt {
 class Device {
 public:
 	Device(std::unique_ptr<os::Device> node, const npurtDeviceProp &prop)
-		: node_(std::move(node)), prop_(prop)
-	{
-	}
+	    : node_(std::move(node)), prop_(prop)
+	{}
 
 	// Immutable after discovery: safe to read from any thread.
 	const npurtDeviceProp &prop() const { return prop_; }

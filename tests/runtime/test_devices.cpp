@@ -28,7 +28,7 @@ protected:
 	void SetUp() override
 	{
 		ASSERT_TRUE(std::ifstream("/sys/module/npu/parameters/num_devices").good())
-			<< "npu.ko is not loaded";
+		        << "npu.ko is not loaded";
 		npurtGetLastError();
 	}
 };

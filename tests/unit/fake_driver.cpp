@@ -25,7 +25,7 @@ public:
 		if (q->query != DRM_NPU_QUERY_DEVICE_INFO || q->flags || q->pad)
 			return -EINVAL;
 		std::memcpy(reinterpret_cast<void *>(q->data_ptr), &node_.info,
-			    std::min<size_t>(q->size, sizeof(node_.info)));
+		            std::min<size_t>(q->size, sizeof(node_.info)));
 		q->size = sizeof(node_.info);
 		return 0;
 	}

@@ -135,7 +135,7 @@ TEST_F(Discovery, InvalidOrdinalsAndNullArguments)
 	npurtDeviceProp p{};
 	EXPECT_EQ(npurtGetDeviceProperties(&p, 2), npurtErrorInvalidDevice);
 	EXPECT_TRUE(contains(npurtGetLastErrorMessage(), "device 2 requested, 2 NPU(s) present"))
-		<< npurtGetLastErrorMessage();
+	        << npurtGetLastErrorMessage();
 	EXPECT_EQ(npurtGetDeviceProperties(&p, -1), npurtErrorInvalidDevice);
 	EXPECT_EQ(npurtSetDevice(2), npurtErrorInvalidDevice);
 	EXPECT_EQ(npurtSetDevice(-5), npurtErrorInvalidDevice);
@@ -219,11 +219,11 @@ TEST_F(Discovery, VisibleDevicesRejectsBadLists)
 		npurtError_t code;
 		const char *says;
 	} cases[] = {
-		{"0,x", npurtErrorInvalidValue, "'x' is not a device index"},
-		{"0,,1", npurtErrorInvalidValue, "is not a device index"},
-		{"-1", npurtErrorInvalidValue, "is not a device index"},
-		{"1,1", npurtErrorInvalidValue, "twice"},
-		{"7", npurtErrorInvalidDevice, "device 7, which does not exist"},
+	        {"0,x", npurtErrorInvalidValue, "'x' is not a device index"},
+	        {"0,,1", npurtErrorInvalidValue, "is not a device index"},
+	        {"-1", npurtErrorInvalidValue, "is not a device index"},
+	        {"1,1", npurtErrorInvalidValue, "twice"},
+	        {"7", npurtErrorInvalidDevice, "device 7, which does not exist"},
 	};
 	for (const auto &c : cases) {
 		FakeSystem sys;
@@ -234,7 +234,7 @@ TEST_F(Discovery, VisibleDevicesRejectsBadLists)
 		EXPECT_EQ(npurtGetDeviceCount(&n), c.code) << c.value;
 		EXPECT_EQ(n, 0) << c.value;
 		EXPECT_TRUE(contains(npurtGetLastErrorMessage(), c.says))
-			<< c.value << ": " << npurtGetLastErrorMessage();
+		        << c.value << ": " << npurtGetLastErrorMessage();
 		npurtGetLastError();
 	}
 }

@@ -13,24 +13,24 @@
 namespace {
 
 const npurtError_t kAllErrors[] = {
-	npurtSuccess,
-	npurtErrorInvalidValue,
-	npurtErrorMemoryAllocation,
-	npurtErrorInitializationError,
-	npurtErrorNoDevice,
-	npurtErrorInvalidDevice,
-	npurtErrorInsufficientDriver,
-	npurtErrorNotReady,
-	npurtErrorTimeout,
-	npurtErrorNotSupported,
-	npurtErrorInvalidHandle,
-	npurtErrorDeviceFault,
-	npurtErrorLaunchFailure,
-	npurtErrorLaunchTimeout,
-	npurtErrorHostMemoryAllocation,
-	npurtErrorPermission,
-	npurtErrorOperatingSystem,
-	npurtErrorUnknown,
+        npurtSuccess,
+        npurtErrorInvalidValue,
+        npurtErrorMemoryAllocation,
+        npurtErrorInitializationError,
+        npurtErrorNoDevice,
+        npurtErrorInvalidDevice,
+        npurtErrorInsufficientDriver,
+        npurtErrorNotReady,
+        npurtErrorTimeout,
+        npurtErrorNotSupported,
+        npurtErrorInvalidHandle,
+        npurtErrorDeviceFault,
+        npurtErrorLaunchFailure,
+        npurtErrorLaunchTimeout,
+        npurtErrorHostMemoryAllocation,
+        npurtErrorPermission,
+        npurtErrorOperatingSystem,
+        npurtErrorUnknown,
 };
 
 TEST(Errors, EveryCodeHasADistinctNameAndString)
@@ -129,7 +129,7 @@ TEST(Errors, RuntimeVersion)
 	EXPECT_EQ(v, NPURT_VERSION);
 	EXPECT_EQ(npurtRuntimeGetVersion(nullptr), npurtErrorInvalidValue);
 	EXPECT_NE(std::string(npurtGetLastErrorMessage()).find("version is NULL"),
-		  std::string::npos);
+	          std::string::npos);
 	npurtGetLastError();
 }
 

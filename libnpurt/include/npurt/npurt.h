@@ -35,41 +35,41 @@ extern "C" {
  */
 typedef enum npurtError {
 	npurtSuccess = 0,
-	npurtErrorInvalidValue = 1,         /* a bad argument */
-	npurtErrorMemoryAllocation = 2,     /* device memory exhausted */
-	npurtErrorInitializationError = 3,  /* the runtime could not start */
-	npurtErrorNoDevice = 4,             /* no usable NPU */
-	npurtErrorInvalidDevice = 5,        /* device ordinal out of range */
-	npurtErrorInsufficientDriver = 6,   /* kernel uAPI too old or new */
-	npurtErrorNotReady = 7,             /* work still pending (a status) */
-	npurtErrorTimeout = 8,              /* a wait ran past its timeout */
-	npurtErrorNotSupported = 9,         /* not available on this device */
-	npurtErrorInvalidHandle = 10,       /* null, freed or foreign handle */
-	npurtErrorDeviceFault = 11,         /* device memory fault */
-	npurtErrorLaunchFailure = 12,       /* an op failed on the device */
-	npurtErrorLaunchTimeout = 13,       /* work hung and was reset */
+	npurtErrorInvalidValue = 1, /* a bad argument */
+	npurtErrorMemoryAllocation = 2, /* device memory exhausted */
+	npurtErrorInitializationError = 3, /* the runtime could not start */
+	npurtErrorNoDevice = 4, /* no usable NPU */
+	npurtErrorInvalidDevice = 5, /* device ordinal out of range */
+	npurtErrorInsufficientDriver = 6, /* kernel uAPI too old or new */
+	npurtErrorNotReady = 7, /* work still pending (a status) */
+	npurtErrorTimeout = 8, /* a wait ran past its timeout */
+	npurtErrorNotSupported = 9, /* not available on this device */
+	npurtErrorInvalidHandle = 10, /* null, freed or foreign handle */
+	npurtErrorDeviceFault = 11, /* device memory fault */
+	npurtErrorLaunchFailure = 12, /* an op failed on the device */
+	npurtErrorLaunchTimeout = 13, /* work hung and was reset */
 	npurtErrorHostMemoryAllocation = 14, /* host memory exhausted */
-	npurtErrorPermission = 15,          /* the OS refused access */
-	npurtErrorOperatingSystem = 16,     /* an unexpected OS error */
+	npurtErrorPermission = 15, /* the OS refused access */
+	npurtErrorOperatingSystem = 16, /* an unexpected OS error */
 	npurtErrorUnknown = 999
 } npurtError_t;
 
 /* Properties of one NPU (npurtGetDeviceProperties). */
 typedef struct npurtDeviceProp {
-	char name[64];                /* model name, e.g. "npu-emu" */
-	char devicePath[64];          /* its render node, /dev/dri/renderD* */
-	int deviceIndex;              /* the driver's index of this NPU */
-	int engineCount;              /* copy + compute engines */
-	int copyEngineCount;          /* DMA engines */
-	int computeEngineCount;       /* compute units running ops */
-	size_t totalGlobalMem;        /* device memory in bytes */
-	uint64_t clockRateHz;         /* device timestamp clock */
-	uint64_t capabilities;        /* npurtDeviceCap* bits */
-	uint64_t vaStart;             /* device address range */
+	char name[64]; /* model name, e.g. "npu-emu" */
+	char devicePath[64]; /* its render node, /dev/dri/renderD* */
+	int deviceIndex; /* the driver's index of this NPU */
+	int engineCount; /* copy + compute engines */
+	int copyEngineCount; /* DMA engines */
+	int computeEngineCount; /* compute units running ops */
+	size_t totalGlobalMem; /* device memory in bytes */
+	uint64_t clockRateHz; /* device timestamp clock */
+	uint64_t capabilities; /* npurtDeviceCap* bits */
+	uint64_t vaStart; /* device address range */
 	uint64_t vaEnd;
-	int driverApiVersion;         /* uAPI version, major * 1000 + minor * 10 */
-	int emulated;                 /* 1 for the in-kernel emulated NPU */
-	unsigned char reserved[256];  /* zero; room to grow the ABI */
+	int driverApiVersion; /* uAPI version, major * 1000 + minor * 10 */
+	int emulated; /* 1 for the in-kernel emulated NPU */
+	unsigned char reserved[256]; /* zero; room to grow the ABI */
 } npurtDeviceProp;
 
 #define npurtDeviceCapEmulated (1ULL << 0)

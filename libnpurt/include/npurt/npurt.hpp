@@ -17,10 +17,7 @@ namespace npurt {
 
 class Error : public std::runtime_error {
 public:
-	Error(npurtError_t code, const std::string &what)
-		: std::runtime_error(what), code_(code)
-	{
-	}
+	Error(npurtError_t code, const std::string &what) : std::runtime_error(what), code_(code) {}
 	npurtError_t code() const noexcept { return code_; }
 
 private:
@@ -79,10 +76,7 @@ inline void setDevice(int device)
 // Makes `device` current for a scope and restores the previous one.
 class DeviceGuard {
 public:
-	explicit DeviceGuard(int device) : previous_(currentDevice())
-	{
-		setDevice(device);
-	}
+	explicit DeviceGuard(int device) : previous_(currentDevice()) { setDevice(device); }
 	~DeviceGuard() { npurtSetDevice(previous_); }
 	DeviceGuard(const DeviceGuard &) = delete;
 	DeviceGuard &operator=(const DeviceGuard &) = delete;

@@ -11,21 +11,25 @@
 
 #include "npu_drv.h"
 
+/* Size of the first version of struct drm_npu_device_info. */
+#define NPU_DEVICE_INFO_SIZE_V1	offsetofend(struct drm_npu_device_info, name)
+
 /*
  * Copy an answer of @full bytes to user space with size negotiation: size 0
- * asks for the size; a smaller buffer gets a prefix of whole @unit-sized
- * pieces. The first version of a structure is one unit, so a grown
- * structure still serves old user space.
+ * asks for the size. A structure answer (@elem 0) needs at least its first
+ * version's @min bytes and fills a prefix of any shorter buffer, so old and
+ * new user space both work across a grown structure. An array answer needs
+ * whole @elem-sized elements and fills as many as fit.
  */
 static int npu_query_copy(struct drm_device *drm, struct drm_npu_query *q,
-			  const void *answer, u32 full, u32 unit)
+			  const void *answer, u32 full, u32 min, u32 elem)
 {
 	u32 n;
 
 	if (q->size) {
-		if (q->size < unit || q->size % unit) {
-			drm_dbg(drm, "query %u: size %u is not a multiple of %u\n",
-				q->query, q->size, unit);
+		if (q->size < min || (elem && q->size % elem)) {
+			drm_dbg(drm, "query %u: size %u is below %u or not whole elements\n",
+				q->query, q->size, min);
 			return -EINVAL;
 		}
 		n = min(q->size, full);
@@ -60,7 +64,8 @@ static int npu_query_device_info(struct npu_device *ndev,
 	}
 	strscpy(info.name, p->name, sizeof(info.name));
 
-	return npu_query_copy(&ndev->drm, q, &info, sizeof(info), sizeof(info));
+	return npu_query_copy(&ndev->drm, q, &info, sizeof(info),
+			      NPU_DEVICE_INFO_SIZE_V1, 0);
 }
 
 static int npu_query_engines(struct npu_device *ndev, struct drm_npu_query *q)
@@ -80,7 +85,7 @@ static int npu_query_engines(struct npu_device *ndev, struct drm_npu_query *q)
 
 	return npu_query_copy(&ndev->drm, q, engines,
 			      p->num_engines * sizeof(engines[0]),
-			      sizeof(engines[0]));
+			      sizeof(engines[0]), sizeof(engines[0]));
 }
 
 int npu_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file)

@@ -42,11 +42,14 @@ enum drm_npu_query_id {
  * @flags: must be zero.
  * @data_ptr: user pointer to the output buffer.
  * @size: in: bytes available at @data_ptr; 0 asks only for the size.
- *        out: the full size of the answer. When the buffer is smaller than
- *        the answer, its first @size bytes are filled (older user space
- *        reads a prefix of a grown structure). A non-zero size below the
- *        answer's minimum (first version's size, or one array element) is
- *        -EINVAL.
+ *        out: the full size of the answer.
+ *        A structure answer fills min(@size, its size) bytes, so older user
+ *        space reads a prefix of a grown structure and newer user space
+ *        sees how much the kernel filled; @size below the structure's first
+ *        version is -EINVAL.
+ *        An array answer fills as many whole elements as fit; @size must be
+ *        a non-zero multiple of the element size or it is -EINVAL. Array
+ *        elements never grow: new per-element facts come as a new query.
  * @pad: must be zero.
  */
 struct drm_npu_query {

@@ -28,5 +28,8 @@ else
 fi
 echo "$rc" > "$host/vm-kernel-log-and-unload.rc"
 
+echo "== vmrun's own failure reports"
+"$top/tests/vmrun-tests.sh" "$host"
+
 echo "== summary"
 "$top/tests/summarize.sh" "$host" "$vmout/results"

@@ -6,7 +6,9 @@
 #ifndef __NPU_COMPAT_H__
 #define __NPU_COMPAT_H__
 
+#include <linux/module.h>
 #include <linux/platform_device.h>
+#include <linux/stringify.h>
 
 #include "npu_config.h"
 
@@ -35,6 +37,13 @@
 #define NPU_DRM_DRIVER_DATE(d)		.date = d,
 #else
 #define NPU_DRM_DRIVER_DATE(d)
+#endif
+
+/* MODULE_IMPORT_NS takes a string from 6.13 on. */
+#if defined(NPU_HAVE_MODULE_IMPORT_NS_IDENT)
+#define NPU_IMPORT_NS(ns)		MODULE_IMPORT_NS(ns)
+#else
+#define NPU_IMPORT_NS(ns)		MODULE_IMPORT_NS(__stringify(ns))
 #endif
 
 #endif /* __NPU_COMPAT_H__ */

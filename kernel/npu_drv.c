@@ -16,31 +16,77 @@
 #include <drm/drm_file.h>
 #include <drm/drm_gem.h>
 #include <drm/drm_ioctl.h>
+#include <drm/drm_prime.h>
 
 #include "npu_compat.h"
 #include "npu_drv.h"
+#include "npu_gem.h"
+
+struct npu_live_objects npu_live;
 
 static int npu_open(struct drm_device *drm, struct drm_file *file)
 {
+	struct npu_device *ndev = to_npu_device(drm);
 	struct npu_file *nfile;
 
 	nfile = kzalloc(sizeof(*nfile), GFP_KERNEL);
 	if (!nfile)
 		return -ENOMEM;
 
-	nfile->ndev = to_npu_device(drm);
+	nfile->ndev = ndev;
+	nfile->file = file;
+	npu_vm_init(&nfile->vm, ndev);
 	file->driver_priv = nfile;
+	atomic_inc(&ndev->file_count);
+	atomic_inc(&npu_live.files);
 	return 0;
 }
 
+/* GEM handles are gone by now (drm_gem_release runs first); mappings hold
+ * the last references of their BOs.
+ */
 static void npu_postclose(struct drm_device *drm, struct drm_file *file)
 {
-	kfree(file->driver_priv);
+	struct npu_device *ndev = to_npu_device(drm);
+	struct npu_file *nfile = file->driver_priv;
+
+	npu_vm_fini(&nfile->vm);
+	kfree(nfile);
 	file->driver_priv = NULL;
+	atomic_dec(&ndev->file_count);
+	atomic_dec(&npu_live.files);
+}
+
+int npu_ioctl_context_info(struct drm_device *drm, void *data,
+			   struct drm_file *file)
+{
+	struct npu_file *nfile = file->driver_priv;
+	struct drm_npu_context_info *args = data;
+
+	if (args->flags || args->pad)
+		return -EINVAL;
+
+	args->bo_count = atomic64_read(&nfile->stats.bo_count);
+	args->bo_bytes = atomic64_read(&nfile->stats.bo_bytes);
+	args->device_bytes = atomic64_read(&nfile->stats.device_bytes);
+	args->pinned_bytes = atomic64_read(&nfile->stats.pinned_bytes);
+	mutex_lock(&nfile->vm.lock);
+	args->mapping_count = nfile->vm.mapping_count;
+	args->mapped_bytes = nfile->vm.mapped_bytes;
+	mutex_unlock(&nfile->vm.lock);
+	return 0;
 }
 
 static const struct drm_ioctl_desc npu_ioctls[] = {
 	DRM_IOCTL_DEF_DRV(NPU_QUERY, npu_ioctl_query, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(NPU_BO_CREATE, npu_ioctl_bo_create, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(NPU_BO_FROM_USERPTR, npu_ioctl_bo_userptr,
+			  DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(NPU_BO_INFO, npu_ioctl_bo_info, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(NPU_VM_BIND, npu_ioctl_vm_bind, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(NPU_VM_ACCESS, npu_ioctl_vm_access, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(NPU_CONTEXT_INFO, npu_ioctl_context_info,
+			  DRM_RENDER_ALLOW),
 };
 
 DEFINE_DRM_GEM_FOPS(npu_fops);
@@ -50,6 +96,11 @@ static const struct drm_driver npu_drm_driver = {
 			   DRIVER_SYNCOBJ_TIMELINE,
 	.open = npu_open,
 	.postclose = npu_postclose,
+	.gem_create_object = npu_gem_create_object,
+	.prime_handle_to_fd = drm_gem_prime_handle_to_fd,
+	.prime_fd_to_handle = drm_gem_prime_fd_to_handle,
+	.gem_prime_import = npu_gem_prime_import,
+	.debugfs_init = npu_debugfs_init,
 	.ioctls = npu_ioctls,
 	.num_ioctls = ARRAY_SIZE(npu_ioctls),
 	.fops = &npu_fops,
@@ -139,6 +190,14 @@ static void __exit npu_exit(void)
 {
 	npu_emu_unregister_devices();
 	platform_driver_unregister(&npu_platform_driver);
+
+	/* vm-logcheck fails a test run on this line. */
+	if (atomic_read(&npu_live.bos) || atomic_read(&npu_live.mappings) ||
+	    atomic_read(&npu_live.files))
+		pr_err("npu: leak: %d BOs, %d mappings, %d files still alive at unload\n",
+		       atomic_read(&npu_live.bos),
+		       atomic_read(&npu_live.mappings),
+		       atomic_read(&npu_live.files));
 }
 
 module_init(npu_init);
@@ -146,3 +205,4 @@ module_exit(npu_exit);
 
 MODULE_DESCRIPTION("DRM driver for neural processing units, with an emulated NPU");
 MODULE_LICENSE("GPL");
+NPU_IMPORT_NS(DMA_BUF);

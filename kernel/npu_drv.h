@@ -10,6 +10,7 @@
 #include <drm/npu_drm.h>
 
 #include "npu_hw.h"
+#include "npu_vm.h"
 
 #define NPU_DRIVER_NAME		"npu"
 #define NPU_DRIVER_DESC		"Neural processing unit"
@@ -23,6 +24,9 @@
  * @index: index of this NPU among the driver's devices.
  * @props: what the backend reported at init; constant afterwards, so it is
  *         read without a lock.
+ * @mem_used: bytes of device memory held by BOs (capacity is props).
+ * @bo_count: live BOs of this device, of every kind.
+ * @file_count: open files (contexts).
  */
 struct npu_device {
 	struct drm_device drm;
@@ -30,17 +34,54 @@ struct npu_device {
 	void *hw_priv;
 	u32 index;
 	struct npu_hw_props props;
+	atomic64_t mem_used;
+	atomic_t bo_count;
+	atomic_t file_count;
+};
+
+/**
+ * struct npu_file_stats - what a context holds through its GEM handles
+ * @bo_count: handles.
+ * @bo_bytes: bytes of the BOs behind them.
+ * @device_bytes: of which device memory.
+ * @pinned_bytes: of which pinned user memory (userptr).
+ *
+ * Updated by the GEM handle open/close callbacks, so lock-free atomics.
+ */
+struct npu_file_stats {
+	atomic64_t bo_count;
+	atomic64_t bo_bytes;
+	atomic64_t device_bytes;
+	atomic64_t pinned_bytes;
 };
 
 /**
  * struct npu_file - a context: one open file of a render node
  * @ndev: the device this file was opened on.
+ * @file: the DRM file.
+ * @vm: the context's device address space.
+ * @stats: resource counts, for CONTEXT_INFO and debugfs.
  *
  * Everything a context owns hangs off this structure and dies with the file.
  */
 struct npu_file {
 	struct npu_device *ndev;
+	struct drm_file *file;
+	struct npu_vm vm;
+	struct npu_file_stats stats;
 };
+
+/**
+ * struct npu_live_objects - objects alive across all devices; all must be
+ * zero when the module unloads, or it reports a leak.
+ */
+struct npu_live_objects {
+	atomic_t bos;
+	atomic_t mappings;
+	atomic_t files;
+};
+
+extern struct npu_live_objects npu_live;
 
 static inline struct npu_device *to_npu_device(struct drm_device *drm)
 {
@@ -48,5 +89,8 @@ static inline struct npu_device *to_npu_device(struct drm_device *drm)
 }
 
 int npu_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file);
+int npu_ioctl_context_info(struct drm_device *drm, void *data,
+			   struct drm_file *file);
+void npu_debugfs_init(struct drm_minor *minor);
 
 #endif /* __NPU_DRV_H__ */

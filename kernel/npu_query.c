@@ -88,6 +88,19 @@ static int npu_query_engines(struct npu_device *ndev, struct drm_npu_query *q)
 			      sizeof(engines[0]), sizeof(engines[0]));
 }
 
+static int npu_query_memory(struct npu_device *ndev, struct drm_npu_query *q)
+{
+	struct drm_npu_memory_info info = {
+		.capacity = ndev->props.mem_capacity,
+		.used = atomic64_read(&ndev->mem_used),
+		.bo_count = atomic_read(&ndev->bo_count),
+		.context_count = atomic_read(&ndev->file_count),
+	};
+
+	return npu_query_copy(&ndev->drm, q, &info, sizeof(info),
+			      sizeof(info), 0);
+}
+
 int npu_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file)
 {
 	struct npu_device *ndev = to_npu_device(drm);
@@ -104,6 +117,8 @@ int npu_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file)
 		return npu_query_device_info(ndev, q);
 	case DRM_NPU_QUERY_ENGINES:
 		return npu_query_engines(ndev, q);
+	case DRM_NPU_QUERY_MEMORY:
+		return npu_query_memory(ndev, q);
 	default:
 		drm_dbg(drm, "query: unknown query %u\n", q->query);
 		return -EINVAL;

@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Device address spaces: each context (open file) maps BO ranges at device
+ * addresses it chooses (VM_BIND style), and the emulated MMU translates
+ * those addresses to pages, faulting on unmapped addresses and on writes to
+ * read-only mappings. The engines reach memory only through
+ * npu_vm_translate().
+ */
+
+#include <linux/highmem.h>
+#include <linux/overflow.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include <drm/drm_print.h>
+
+#include "npu_drv.h"
+#include "npu_gem.h"
+#include "npu_vm.h"
+
+/* Largest single DRM_IOCTL_NPU_VM_ACCESS transfer. */
+#define NPU_VM_ACCESS_MAX	SZ_64M
+
+void npu_vm_init(struct npu_vm *vm, struct npu_device *ndev)
+{
+	mutex_init(&vm->lock);
+	drm_mm_init(&vm->mm, ndev->props.va_start,
+		    ndev->props.va_end - ndev->props.va_start);
+}
+
+static void npu_mapping_free(struct npu_vm *vm, struct npu_mapping *map)
+{
+	lockdep_assert_held(&vm->lock);
+
+	drm_mm_remove_node(&map->node);
+	vm->mapping_count--;
+	vm->mapped_bytes -= map->node.size;
+	atomic_dec(&npu_live.mappings);
+	drm_gem_object_put(&map->bo->shmem.base);
+	kfree(map);
+}
+
+void npu_vm_fini(struct npu_vm *vm)
+{
+	struct drm_mm_node *node, *next;
+
+	mutex_lock(&vm->lock);
+	drm_mm_for_each_node_safe(node, next, &vm->mm)
+		npu_mapping_free(vm, container_of(node, struct npu_mapping,
+						  node));
+	mutex_unlock(&vm->lock);
+	drm_mm_takedown(&vm->mm);
+	mutex_destroy(&vm->lock);
+}
+
+static struct npu_mapping *npu_vm_find(struct npu_vm *vm, u64 addr)
+{
+	struct drm_mm_node *node;
+
+	lockdep_assert_held(&vm->lock);
+
+	drm_mm_for_each_node_in_range(node, &vm->mm, addr, addr + 1)
+		return container_of(node, struct npu_mapping, node);
+	return NULL;
+}
+
+/**
+ * npu_vm_translate - the emulated MMU: device address to page
+ * @vm: the context's address space; its lock must be held, and the page
+ *      is only valid while it is.
+ * @addr: device address.
+ * @write: the access writes.
+ *
+ * Return: the page holding @addr, ERR_PTR(-ENXIO) if @addr is not mapped,
+ * ERR_PTR(-EACCES) for a write through a read-only mapping.
+ */
+struct page *npu_vm_translate(struct npu_vm *vm, u64 addr, bool write)
+{
+	struct npu_mapping *map;
+	u64 offset;
+
+	lockdep_assert_held(&vm->lock);
+
+	map = npu_vm_find(vm, addr);
+	if (!map)
+		return ERR_PTR(-ENXIO);
+	if (write && map->readonly)
+		return ERR_PTR(-EACCES);
+	offset = map->bo_offset + (addr - map->node.start);
+	return map->bo->pages[offset >> PAGE_SHIFT];
+}
+
+/**
+ * npu_vm_rw - copy between a kernel buffer and device memory through the MMU
+ * @vm: the address space.
+ * @addr: device address.
+ * @buf: kernel buffer of @len bytes.
+ * @len: bytes to copy.
+ * @write: copy @buf to the device, else from it.
+ * @fault_addr: set to the first faulting device address on a fault.
+ *
+ * Return: 0, or the fault (-ENXIO, -EACCES); nothing past it is copied.
+ */
+int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
+	      bool write, u64 *fault_addr)
+{
+	int ret = 0;
+
+	mutex_lock(&vm->lock);
+	while (len) {
+		size_t in_page = offset_in_page(addr);
+		size_t n = min_t(size_t, len, PAGE_SIZE - in_page);
+		struct page *page = npu_vm_translate(vm, addr, write);
+		void *va;
+
+		if (IS_ERR(page)) {
+			*fault_addr = addr;
+			ret = PTR_ERR(page);
+			break;
+		}
+		va = kmap_local_page(page);
+		if (write)
+			memcpy(va + in_page, buf, n);
+		else
+			memcpy(buf, va + in_page, n);
+		kunmap_local(va);
+		addr += n;
+		buf += n;
+		len -= n;
+	}
+	mutex_unlock(&vm->lock);
+	return ret;
+}
+
+static int npu_vm_map(struct npu_file *nfile, struct drm_npu_vm_bind *args)
+{
+	struct drm_device *drm = &nfile->ndev->drm;
+	struct npu_vm *vm = &nfile->vm;
+	struct npu_mapping *map;
+	struct npu_bo *bo;
+	u64 end;
+	int ret;
+
+	if (args->flags & ~DRM_NPU_VM_READONLY)
+		return -EINVAL;
+	if (!PAGE_ALIGNED(args->bo_offset))
+		return -EINVAL;
+
+	bo = npu_bo_lookup(nfile->file, args->handle);
+	if (!bo) {
+		drm_dbg(drm, "vm_bind: no handle %u\n", args->handle);
+		return -ENOENT;
+	}
+	if (check_add_overflow(args->bo_offset, args->size, &end) ||
+	    end > bo->shmem.base.size) {
+		drm_dbg(drm, "vm_bind: range past the BO\n");
+		ret = -EINVAL;
+		goto err_put;
+	}
+	if (bo->readonly && !(args->flags & DRM_NPU_VM_READONLY)) {
+		drm_dbg(drm, "vm_bind: writable mapping of a read-only BO\n");
+		ret = -EACCES;
+		goto err_put;
+	}
+
+	map = kzalloc(sizeof(*map), GFP_KERNEL);
+	if (!map) {
+		ret = -ENOMEM;
+		goto err_put;
+	}
+	map->bo = bo;
+	map->bo_offset = args->bo_offset;
+	map->readonly = args->flags & DRM_NPU_VM_READONLY;
+	map->node.start = args->addr;
+	map->node.size = args->size;
+
+	mutex_lock(&vm->lock);
+	ret = drm_mm_reserve_node(&vm->mm, &map->node);
+	if (!ret) {
+		vm->mapping_count++;
+		vm->mapped_bytes += args->size;
+		atomic_inc(&npu_live.mappings);
+	}
+	mutex_unlock(&vm->lock);
+	if (ret) {
+		drm_dbg(drm, "vm_bind: 0x%llx+0x%llx overlaps a mapping\n",
+			args->addr, args->size);
+		kfree(map);
+		ret = -EEXIST;
+		goto err_put;
+	}
+	/* The mapping keeps the lookup's reference. */
+	return 0;
+
+err_put:
+	drm_gem_object_put(&bo->shmem.base);
+	return ret;
+}
+
+static int npu_vm_unmap(struct npu_file *nfile, struct drm_npu_vm_bind *args)
+{
+	struct npu_vm *vm = &nfile->vm;
+	struct npu_mapping *map;
+	int ret = -ENOENT;
+
+	if (args->flags || args->handle || args->bo_offset)
+		return -EINVAL;
+
+	mutex_lock(&vm->lock);
+	map = npu_vm_find(vm, args->addr);
+	if (map && map->node.start == args->addr &&
+	    map->node.size == args->size) {
+		npu_mapping_free(vm, map);
+		ret = 0;
+	}
+	mutex_unlock(&vm->lock);
+	if (ret)
+		drm_dbg(&nfile->ndev->drm, "vm_unbind: no mapping 0x%llx+0x%llx\n",
+			args->addr, args->size);
+	return ret;
+}
+
+int npu_ioctl_vm_bind(struct drm_device *drm, void *data,
+		      struct drm_file *file)
+{
+	struct npu_device *ndev = to_npu_device(drm);
+	struct npu_file *nfile = file->driver_priv;
+	struct drm_npu_vm_bind *args = data;
+	u64 end;
+
+	if (args->pad || !args->size || !PAGE_ALIGNED(args->addr) ||
+	    !PAGE_ALIGNED(args->size) ||
+	    check_add_overflow(args->addr, args->size, &end) ||
+	    args->addr < ndev->props.va_start || end > ndev->props.va_end) {
+		drm_dbg(drm, "vm_bind: bad range 0x%llx+0x%llx or pad\n",
+			args->addr, args->size);
+		return -EINVAL;
+	}
+
+	switch (args->op) {
+	case DRM_NPU_VM_MAP:
+		return npu_vm_map(nfile, args);
+	case DRM_NPU_VM_UNMAP:
+		return npu_vm_unmap(nfile, args);
+	default:
+		drm_dbg(drm, "vm_bind: unknown op %u\n", args->op);
+		return -EINVAL;
+	}
+}
+
+int npu_ioctl_vm_access(struct drm_device *drm, void *data,
+			struct drm_file *file)
+{
+	struct npu_file *nfile = file->driver_priv;
+	struct drm_npu_vm_access *args = data;
+	bool write = args->flags & DRM_NPU_VM_ACCESS_WRITE;
+	void __user *user = u64_to_user_ptr(args->user_ptr);
+	u64 addr = args->addr;
+	u64 left = args->size;
+	void *bounce;
+	int ret = 0;
+
+	args->fault_addr = 0;
+	if ((args->flags & ~DRM_NPU_VM_ACCESS_WRITE) || args->pad ||
+	    !args->size || args->size > NPU_VM_ACCESS_MAX) {
+		drm_dbg(drm, "vm_access: bad flags, pad or size\n");
+		return -EINVAL;
+	}
+
+	bounce = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!bounce)
+		return -ENOMEM;
+
+	/* User copies stay outside the VM lock: they can fault and sleep. */
+	while (left) {
+		size_t n = min_t(u64, left, PAGE_SIZE);
+
+		if (write && copy_from_user(bounce, user, n)) {
+			ret = -EFAULT;
+			break;
+		}
+		ret = npu_vm_rw(&nfile->vm, addr, bounce, n, write,
+				&args->fault_addr);
+		if (ret)
+			break;
+		if (!write && copy_to_user(user, bounce, n)) {
+			ret = -EFAULT;
+			break;
+		}
+		addr += n;
+		user += n;
+		left -= n;
+		if (signal_pending(current)) {
+			ret = -EINTR;
+			break;
+		}
+	}
+	kfree(bounce);
+	return ret;
+}

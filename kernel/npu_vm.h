@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Per-context device address spaces and the emulated MMU.
+ */
+#ifndef __NPU_VM_H__
+#define __NPU_VM_H__
+
+#include <linux/mutex.h>
+#include <linux/types.h>
+
+#include <drm/drm_mm.h>
+
+struct npu_device;
+struct page;
+
+/**
+ * struct npu_vm - the device address space of one context
+ * @lock: protects @mm, the mappings in it and the counters. Taken by
+ *        binds, by device accesses while they translate, and by debugfs.
+ *        Nothing that waits for device work may be done under it.
+ * @mm: the mappings, as drm_mm nodes at the addresses user space chose.
+ * @mapping_count: live mappings.
+ * @mapped_bytes: their total size.
+ */
+struct npu_vm {
+	struct mutex lock; /* see @lock above */
+	struct drm_mm mm;
+	u64 mapping_count;
+	u64 mapped_bytes;
+};
+
+/**
+ * struct npu_mapping - one bound range
+ * @node: the range in the address space.
+ * @bo: the BO mapped; the mapping holds a reference.
+ * @bo_offset: where in the BO the range starts.
+ * @readonly: the device may not write through it.
+ */
+struct npu_mapping {
+	struct drm_mm_node node;
+	struct npu_bo *bo;
+	u64 bo_offset;
+	bool readonly;
+};
+
+void npu_vm_init(struct npu_vm *vm, struct npu_device *ndev);
+void npu_vm_fini(struct npu_vm *vm);
+
+struct page *npu_vm_translate(struct npu_vm *vm, u64 addr, bool write);
+int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
+	      bool write, u64 *fault_addr);
+
+int npu_ioctl_vm_bind(struct drm_device *drm, void *data,
+		      struct drm_file *file);
+int npu_ioctl_vm_access(struct drm_device *drm, void *data,
+			struct drm_file *file);
+
+#endif /* __NPU_VM_H__ */

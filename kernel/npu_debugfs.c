@@ -44,8 +44,8 @@ static void npu_debugfs_client(struct seq_file *m, struct drm_file *file)
 	pid_t pid;
 
 	rcu_read_lock();
-	pid = pid_vnr(rcu_dereference(file->pid));
-	task = pid_task(rcu_dereference(file->pid), PIDTYPE_TGID);
+	pid = pid_vnr(file->pid);
+	task = pid_task(file->pid, PIDTYPE_TGID);
 	if (task)
 		get_task_comm(comm, task);
 	rcu_read_unlock();

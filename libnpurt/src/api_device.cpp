@@ -66,6 +66,8 @@ npurtError_t npurtSetDevice(int device)
 		return err;
 	if (npurtError_t err = rt.checkOrdinal(device, "npurtSetDevice"))
 		return err;
+	// As in CUDA: the device's primary context becomes current.
+	npurt::setThreadContext(nullptr);
 	npurt::threadDevice() = device;
 	return npurtSuccess;
 }

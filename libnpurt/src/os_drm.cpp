@@ -1,6 +1,7 @@
 // The OS interface over DRM render nodes, through libdrm.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <xf86drm.h>
 
@@ -30,6 +31,27 @@ public:
 	{
 		// drmIoctl restarts on EINTR and EAGAIN.
 		return drmIoctl(fd_, request, arg) == 0 ? 0 : -errno;
+	}
+
+	int fd() const override { return fd_; }
+
+	void *mmap(size_t size, uint64_t offset) override
+	{
+		void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
+				 static_cast<off_t>(offset));
+		return p == MAP_FAILED ? nullptr : p;
+	}
+
+	void munmap(void *addr, size_t size) override { ::munmap(addr, size); }
+
+	std::unique_ptr<Device> reopen(int *err) override
+	{
+		int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+		if (fd < 0) {
+			*err = errno;
+			return nullptr;
+		}
+		return std::make_unique<DrmDevice>(fd, path_);
 	}
 
 private:

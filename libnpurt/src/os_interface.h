@@ -3,6 +3,8 @@
 // unit tests run the runtime against a fake driver.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +19,14 @@ public:
 	virtual const std::string &path() const = 0;
 	// ioctl on the node, restarted on EINTR/EAGAIN; 0 or -errno.
 	virtual int ioctl(unsigned long request, void *arg) = 0;
+	// The file descriptor, for PRIME; -1 if there is none.
+	virtual int fd() const = 0;
+	// mmap `size` bytes of the node at `offset`, shared and read-write;
+	// nullptr with errno set on failure.
+	virtual void *mmap(size_t size, uint64_t offset) = 0;
+	virtual void munmap(void *addr, size_t size) = 0;
+	// Opens the same node again: a new file, hence a new context.
+	virtual std::unique_ptr<Device> reopen(int *err) = 0;
 };
 
 // What opening the NPU nodes found.

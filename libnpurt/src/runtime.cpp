@@ -1,5 +1,7 @@
 #include "runtime.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -65,6 +67,17 @@ int &threadDevice()
 	return device;
 }
 
+namespace {
+
+// The context a thread made current with npurtCtxSetCurrent, if any.
+Context *&threadContext()
+{
+	thread_local Context *ctx = nullptr;
+	return ctx;
+}
+
+}  // namespace
+
 npurtError_t Runtime::start(bool record)
 {
 	std::lock_guard<std::mutex> lock(mutex_);
@@ -72,6 +85,8 @@ npurtError_t Runtime::start(bool record)
 		if (!os_)
 			os_ = os::makeDrmInterface();
 		startStatus_ = discover();
+		if (startStatus_ == npurtSuccess)
+			startStatus_ = reserveAddressSpace();
 		started_ = true;
 	}
 	return record ? setError(startStatus_, startMessage_) : startStatus_;
@@ -176,11 +191,220 @@ void Runtime::resetForTesting(std::unique_ptr<os::Interface> os)
 {
 	Runtime &rt = instance();
 	std::lock_guard<std::mutex> lock(rt.mutex_);
+	{
+		std::lock_guard<std::mutex> clock(rt.ctxMutex_);
+		for (const npurtContext_st *c : rt.contexts_)
+			delete static_cast<const Context *>(c);
+		rt.contexts_.clear();
+		rt.primaries_.clear();
+		rt.hostRanges_.clear();
+	}
+	threadContext() = nullptr;
+	rt.spaces_.clear();
+	if (rt.window_)
+		munmap(rt.window_, rt.windowSize_);
+	rt.window_ = nullptr;
 	rt.devices_.clear();
 	rt.started_ = false;
 	rt.startStatus_ = npurtSuccess;
 	rt.startMessage_.clear();
 	rt.os_ = std::move(os);
+}
+
+// Device pointers live in a window of host address space reserved with no
+// access, one slice per device, so they are unique in the process and
+// never collide with host memory the device sees at its host address.
+npurtError_t Runtime::reserveAddressSpace()
+{
+	constexpr uint64_t kGiB = 1ull << 30;
+	std::vector<uint64_t> sizes;
+	uint64_t total = 0;
+	for (auto &d : devices_) {
+		// Four times the memory: room for fragmentation and IPC imports.
+		uint64_t s = (d->prop().totalGlobalMem * 4 + kGiB - 1) & ~(kGiB - 1);
+		sizes.push_back(s);
+		total += s;
+	}
+	void *w = mmap(nullptr, total + kGiB, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (w == MAP_FAILED) {
+		startMessage_ = osMessage("reserving " + std::to_string(total >> 30) +
+						  " GiB of address space for device memory",
+					  errno);
+		return npurtErrorInitializationError;
+	}
+	window_ = w;
+	windowSize_ = total + kGiB;
+	// Slices start on a GiB boundary inside the window.
+	uint64_t base = (reinterpret_cast<uint64_t>(w) + kGiB - 1) & ~(kGiB - 1);
+	for (size_t i = 0; i < devices_.size(); i++) {
+		const auto &p = devices_[i]->prop();
+		if (base < p.vaStart || base + sizes[i] > p.vaEnd) {
+			startMessage_ = "the reserved device address window is outside " +
+					std::string(p.devicePath) + "'s device address range";
+			return npurtErrorInitializationError;
+		}
+		spaces_.push_back(std::make_unique<AddressSpace>(base, sizes[i]));
+		base += sizes[i];
+	}
+	primaries_.assign(devices_.size(), nullptr);
+	return npurtSuccess;
+}
+
+int Runtime::deviceOfAddress(uint64_t addr) const
+{
+	for (size_t i = 0; i < spaces_.size(); i++)
+		if (spaces_[i]->contains(addr))
+			return static_cast<int>(i);
+	return -1;
+}
+
+npurtError_t Runtime::createContext(int ordinal, Context **out, const char *api)
+{
+	int err = 0;
+	Device &dev = device(ordinal);
+	std::unique_ptr<os::Device> node = dev.node().reopen(&err);
+	if (!node)
+		return setError(errorFromErrno(err),
+				std::string(api) + ": " +
+					osMessage("opening " + dev.node().path(), err));
+	os::Device &file = *node;  // before the move below: argument order is unspecified
+	auto *ctx = new Context(ordinal, file, std::move(node), *spaces_[ordinal]);
+	std::lock_guard<std::mutex> lock(ctxMutex_);
+	contexts_.insert(ctx);
+	*out = ctx;
+	return npurtSuccess;
+}
+
+npurtError_t Runtime::currentContext(Context **out, const char *api)
+{
+	if (npurtError_t err = start())
+		return err;
+	Context *&tls = threadContext();
+	std::lock_guard<std::mutex> lock(ctxMutex_);
+	if (tls) {
+		if (contexts_.count(tls)) {
+			*out = tls;
+			return npurtSuccess;
+		}
+		// Destroyed by another thread: fall back to the primary.
+		tls = nullptr;
+	}
+	int ordinal = threadDevice();
+	if (ordinal < 0 || ordinal >= deviceCount())
+		return setError(npurtErrorInvalidDevice,
+				std::string(api) + ": the current device " + std::to_string(ordinal) +
+					" does not exist");
+	if (!primaries_[ordinal]) {
+		Device &dev = device(ordinal);
+		auto *ctx = new Context(ordinal, dev.node(), nullptr, *spaces_[ordinal]);
+		primaries_[ordinal] = ctx;
+		contexts_.insert(ctx);
+	}
+	*out = primaries_[ordinal];
+	return npurtSuccess;
+}
+
+bool Runtime::isContext(const npurtContext_st *ctx)
+{
+	std::lock_guard<std::mutex> lock(ctxMutex_);
+	return ctx && contexts_.count(ctx);
+}
+
+npurtError_t Runtime::destroyContext(Context *ctx)
+{
+	{
+		std::lock_guard<std::mutex> lock(ctxMutex_);
+		if (!contexts_.count(ctx))
+			return setError(npurtErrorInvalidHandle,
+					"npurtCtxDestroy: not a live context (destroyed already, or "
+					"not made by npurtCtxCreate)");
+		for (auto &p : primaries_)
+			if (p == ctx)
+				p = nullptr;
+		contexts_.erase(ctx);
+		// Host ranges of the context die with it.
+		for (auto it = hostRanges_.begin(); it != hostRanges_.end();) {
+			if (it->second.ctx != ctx) {
+				++it;
+				continue;
+			}
+			ctx->unbind(it->first, it->second.size);
+			if (it->second.pinned)
+				ctx->node().munmap(reinterpret_cast<void *>(it->first), it->second.size);
+			ctx->closeBo(it->second.handle);
+			it = hostRanges_.erase(it);
+		}
+	}
+	if (threadContext() == ctx)
+		threadContext() = nullptr;
+	delete ctx;
+	return npurtSuccess;
+}
+
+Context *Runtime::findDeviceMemory(uint64_t addr, Context *hint, uint64_t *base, size_t *size)
+{
+	int ordinal = deviceOfAddress(addr);
+	if (ordinal < 0)
+		return nullptr;
+	if (hint && hint->ordinal() == ordinal && hint->findDeviceRange(addr, base, size))
+		return hint;
+	std::lock_guard<std::mutex> lock(ctxMutex_);
+	for (const npurtContext_st *c : contexts_) {
+		auto *ctx = const_cast<Context *>(static_cast<const Context *>(c));
+		if (ctx != hint && ctx->ordinal() == ordinal &&
+		    ctx->findDeviceRange(addr, base, size))
+			return ctx;
+	}
+	return nullptr;
+}
+
+bool Runtime::addHostRange(uint64_t base, const HostRange &r)
+{
+	std::lock_guard<std::mutex> lock(ctxMutex_);
+	auto next = hostRanges_.lower_bound(base);
+	if (next != hostRanges_.end() && next->first < base + r.size)
+		return false;
+	if (next != hostRanges_.begin()) {
+		auto prev = std::prev(next);
+		if (prev->first + prev->second.size > base)
+			return false;
+	}
+	hostRanges_[base] = r;
+	return true;
+}
+
+bool Runtime::takeHostRange(uint64_t userBase, bool pinned, uint64_t *base, HostRange *r)
+{
+	std::lock_guard<std::mutex> lock(ctxMutex_);
+	for (auto it = hostRanges_.begin(); it != hostRanges_.end(); ++it) {
+		if (it->second.userBase == userBase && it->second.pinned == pinned) {
+			*base = it->first;
+			*r = it->second;
+			hostRanges_.erase(it);
+			return true;
+		}
+	}
+	return false;
+}
+
+bool Runtime::findHostRange(uint64_t addr, uint64_t *base, HostRange *r)
+{
+	std::lock_guard<std::mutex> lock(ctxMutex_);
+	auto it = hostRanges_.upper_bound(addr);
+	if (it == hostRanges_.begin())
+		return false;
+	--it;
+	if (addr - it->first >= it->second.size)
+		return false;
+	*base = it->first;
+	*r = it->second;
+	return true;
+}
+
+void setThreadContext(Context *ctx)
+{
+	threadContext() = ctx;
 }
 
 }  // namespace npurt

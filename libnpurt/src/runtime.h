@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <map>
+#include <set>
+
+#include "context.h"
 #include "npurt/npurt.h"
 #include "os_interface.h"
 
@@ -46,8 +50,40 @@ public:
 	// call, through `os`. Not for use while other threads use the runtime.
 	static void resetForTesting(std::unique_ptr<os::Interface> os);
 
+	// The context this thread's calls use: the one it made current, else
+	// the primary context of its current device (created on first use).
+	// Records and returns an error if there is none.
+	npurtError_t currentContext(Context **ctx, const char *api);
+	npurtError_t createContext(int ordinal, Context **ctx, const char *api);
+	npurtError_t destroyContext(Context *ctx);
+	// Whether ctx is a live context (not destroyed, not foreign).
+	bool isContext(const npurtContext_st *ctx);
+	// The device whose address slice holds addr, or -1.
+	int deviceOfAddress(uint64_t addr) const;
+	// The context holding device memory at addr, preferring `hint`; with
+	// the range's base and size. Null if addr is not device memory.
+	Context *findDeviceMemory(uint64_t addr, Context *hint, uint64_t *base, size_t *size);
+
+	// Pinned and registered host ranges.
+	struct HostRange {
+		uint64_t size;      // bytes bound (whole pages)
+		uint64_t userBase;  // registered: the pointer the user gave
+		uint64_t userSize;  //   and its size; pinned: base and size
+		Context *ctx;
+		uint32_t handle;
+		bool pinned;        // MallocHost (else HostRegister)
+	};
+	// Adds a range unless it overlaps one; false if it does.
+	bool addHostRange(uint64_t base, const HostRange &r);
+	// Removes the range starting at base (user's pointer) and returns it.
+	bool takeHostRange(uint64_t userBase, bool pinned, uint64_t *base, HostRange *r);
+	// The host range containing addr.
+	bool findHostRange(uint64_t addr, uint64_t *base, HostRange *r);
+
 private:
 	npurtError_t discover();
+	npurtError_t reserveAddressSpace();
+	void releaseContextLocked(Context *ctx);
 
 	std::mutex mutex_;  // serialises start() and resetForTesting()
 	bool started_ = false;
@@ -55,9 +91,22 @@ private:
 	std::string startMessage_;
 	std::unique_ptr<os::Interface> os_;
 	std::vector<std::unique_ptr<Device>> devices_;
+
+	// Device address slices, one per device, inside one reserved window.
+	void *window_ = nullptr;
+	size_t windowSize_ = 0;
+	std::vector<std::unique_ptr<AddressSpace>> spaces_;
+
+	std::mutex ctxMutex_;  // guards contexts_, primaries_, hostRanges_
+	std::set<const npurtContext_st *> contexts_;
+	std::vector<Context *> primaries_;
+	std::map<uint64_t, HostRange> hostRanges_;
 };
 
 // The calling thread's current device ordinal.
 int &threadDevice();
+// Makes ctx (or, with null, the current device's primary) this thread's
+// current context.
+void setThreadContext(Context *ctx);
 
 }  // namespace npurt

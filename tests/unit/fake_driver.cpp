@@ -30,6 +30,19 @@ public:
 		return 0;
 	}
 
+	int fd() const override { return -1; }
+	void *mmap(size_t, uint64_t) override
+	{
+		errno = ENODEV;
+		return nullptr;
+	}
+	void munmap(void *, size_t) override {}
+	std::unique_ptr<os::Device> reopen(int *err) override
+	{
+		*err = ENODEV;
+		return nullptr;
+	}
+
 private:
 	FakeNode node_;
 };

@@ -51,6 +51,8 @@ typedef enum npurtError {
 	npurtErrorHostMemoryAllocation = 14, /* host memory exhausted */
 	npurtErrorPermission = 15, /* the OS refused access */
 	npurtErrorOperatingSystem = 16, /* an unexpected OS error */
+	npurtErrorHostMemoryAlreadyRegistered = 17, /* range overlaps a registration */
+	npurtErrorHostMemoryNotRegistered = 18,     /* not a registered pointer */
 	npurtErrorUnknown = 999
 } npurtError_t;
 
@@ -105,6 +107,135 @@ NPURT_API npurtError_t npurtGetDeviceProperties(npurtDeviceProp *prop, int devic
 /* The calling thread's current device; 0 until the thread sets one. */
 NPURT_API npurtError_t npurtSetDevice(int device);
 NPURT_API npurtError_t npurtGetDevice(int *device);
+
+/*
+ * Contexts. A context is one open file of an NPU: its own device address
+ * space and memory, isolated from every other context. Each device has a
+ * primary context, created on first use; it is what a thread uses unless it
+ * made another context current. npurtSetDevice selects the primary context
+ * of that device for the calling thread (clearing a current explicit
+ * context), as in the CUDA runtime.
+ *
+ * Destroying a context frees everything allocated in it. Destroying a
+ * context while another thread uses it is undefined; a destroyed or foreign
+ * handle is reported as npurtErrorInvalidHandle.
+ */
+typedef struct npurtContext_st *npurtContext_t;
+
+NPURT_API npurtError_t npurtCtxCreate(npurtContext_t *ctx, unsigned int flags, int device);
+NPURT_API npurtError_t npurtCtxDestroy(npurtContext_t ctx);
+/* NULL makes the current device's primary context current again. */
+NPURT_API npurtError_t npurtCtxSetCurrent(npurtContext_t ctx);
+/* The context calls on this thread use (the primary one unless set). */
+NPURT_API npurtError_t npurtCtxGetCurrent(npurtContext_t *ctx);
+/* The device ordinal of the current context. */
+NPURT_API npurtError_t npurtCtxGetDevice(int *device);
+
+/*
+ * Memory. Addressing is unified: device pointers are unique in the process
+ * (they lie in a host address range the runtime reserves, which the host
+ * must not dereference), and pinned or registered host memory is seen by
+ * the device at its host address, so npurtMemcpyDefault infers directions.
+ */
+typedef enum npurtMemcpyKind {
+	npurtMemcpyHostToHost = 0,
+	npurtMemcpyHostToDevice = 1,
+	npurtMemcpyDeviceToHost = 2,
+	npurtMemcpyDeviceToDevice = 3,
+	npurtMemcpyDefault = 4 /* inferred from the pointers */
+} npurtMemcpyKind;
+
+typedef enum npurtMemoryType {
+	npurtMemoryTypeUnregistered = 0, /* ordinary host memory */
+	npurtMemoryTypeHost = 1,         /* pinned (MallocHost) or registered */
+	npurtMemoryTypeDevice = 2        /* device memory (Malloc, IPC) */
+} npurtMemoryType;
+
+typedef struct npurtPointerAttributes {
+	npurtMemoryType type;
+	int device;          /* ordinal of the device, -1 if unregistered */
+	void *devicePointer; /* the address the device uses (same as ptr) */
+	void *hostPointer;   /* host address, NULL for device memory */
+	void *base;          /* start of the allocation containing ptr */
+	size_t size;         /* its size in bytes */
+	unsigned char reserved[64];
+} npurtPointerAttributes;
+
+/*
+ * Device memory comes from a caching pool per context: Free keeps memory
+ * for reuse, npurtMemEmptyCache gives cached memory back to the device.
+ * A failed Malloc first empties the cache and retries; the out-of-memory
+ * message then says what was requested, allocated, reserved and free.
+ * Malloc of 0 bytes returns NULL with success; Free(NULL) is a no-op.
+ */
+NPURT_API npurtError_t npurtMalloc(void **devPtr, size_t size);
+NPURT_API npurtError_t npurtFree(void *devPtr);
+/* Device memory free and total on the current device (all processes). */
+NPURT_API npurtError_t npurtMemGetInfo(size_t *freeBytes, size_t *totalBytes);
+
+typedef struct npurtMemStats {
+	/* Current and peak values since creation or npurtMemResetPeakStats. */
+	uint64_t allocatedBytes, allocatedBytesPeak;   /* live allocations */
+	uint64_t reservedBytes, reservedBytesPeak;     /* held from the device */
+	uint64_t activeBlocks, activeBlocksPeak;       /* live blocks */
+	uint64_t inactiveSplitBytes, inactiveSplitBytesPeak; /* free but split */
+	uint64_t deviceAllocs;   /* allocations of device memory */
+	uint64_t deviceFrees;    /* releases of device memory */
+	uint64_t ooms;           /* out-of-memory failures */
+	uint64_t cacheFlushes;   /* retries after emptying the cache */
+	uint64_t allocCalls, freeCalls;
+	uint64_t reserved[8];
+} npurtMemStats;
+
+/* Statistics of the current context's pool. */
+NPURT_API npurtError_t npurtMemGetStats(npurtMemStats *stats);
+NPURT_API npurtError_t npurtMemResetPeakStats(void);
+NPURT_API npurtError_t npurtMemEmptyCache(void);
+
+/* Pinned host memory, mapped in the current context's device. */
+NPURT_API npurtError_t npurtMallocHost(void **ptr, size_t size);
+NPURT_API npurtError_t npurtFreeHost(void *ptr);
+
+#define npurtHostRegisterDefault 0x00
+#define npurtHostRegisterReadOnly 0x08 /* the device only reads it */
+/*
+ * Pins an existing host range (rounded out to whole pages) for the current
+ * context's device. The pages count against RLIMIT_MEMLOCK.
+ */
+NPURT_API npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags);
+NPURT_API npurtError_t npurtHostUnregister(void *ptr);
+
+NPURT_API npurtError_t npurtPointerGetAttributes(npurtPointerAttributes *attr, const void *ptr);
+
+/*
+ * Synchronous copies and fills. Device ranges are checked against their
+ * allocation before anything is copied. Until the copy engines arrive these
+ * go through the driver's MMU access path.
+ */
+NPURT_API npurtError_t npurtMemcpy(void *dst, const void *src, size_t count, npurtMemcpyKind kind);
+NPURT_API npurtError_t npurtMemset(void *devPtr, int value, size_t count);
+
+/*
+ * Inter-process memory. npurtIpcGetMemHandle exports the device memory
+ * behind devPtr as a dma-buf: handle->fd is a new descriptor the caller owns
+ * (send it over a Unix socket with SCM_RIGHTS, then close it). The whole
+ * pool segment holding devPtr is shared; offset says where devPtr lies.
+ * npurtIpcOpenMemHandle imports it into the current context (any process,
+ * any NPU) and returns the address of devPtr's memory there; it does not
+ * take ownership of handle.fd.
+ */
+typedef struct npurtIpcMemHandle {
+	int fd;
+	int deviceIndex;
+	uint64_t offset;
+	uint64_t size;
+	unsigned char reserved[40];
+} npurtIpcMemHandle_t;
+
+NPURT_API npurtError_t npurtIpcGetMemHandle(npurtIpcMemHandle_t *handle, void *devPtr);
+NPURT_API npurtError_t npurtIpcOpenMemHandle(void **devPtr, npurtIpcMemHandle_t handle,
+					     unsigned int flags);
+NPURT_API npurtError_t npurtIpcCloseMemHandle(void *devPtr);
 
 #ifdef __cplusplus
 }

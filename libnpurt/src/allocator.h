@@ -1,0 +1,199 @@
+// The caching device-memory allocator.
+//
+// Device memory comes from a backend in whole segments (a GEM object bound
+// into the context's address space, say), which is slow to get and to give
+// back. The allocator cuts allocations out of segments and, on free, keeps
+// the range cached for the next request instead of returning it, in the
+// spirit of PyTorch's CUDA caching allocator. It only ever handles device
+// address ranges, never the memory behind them, so it is pure host logic.
+//
+// Policy:
+// - Requests are rounded up to 512 bytes (kMinBlockSize).
+// - Small requests (<= 1 MiB) share 2 MiB segments of the small pool. Large
+//   requests use the large pool: under 10 MiB they come from a 20 MiB
+//   segment split among several of them, from 10 MiB up each gets a segment
+//   of its size rounded up to 2 MiB.
+// - A request takes the best fit (smallest, then lowest address) among the
+//   free blocks of its pool that were allocated on the same stream. The
+//   block is split when the rest is worth keeping: >= 512 bytes in the small
+//   pool, > 1 MiB in the large pool.
+// - Oversize blocks (>= kMaxSplitSize, 64 MiB) are whole segments and are
+//   never split: a free oversize block serves only oversize requests that
+//   leave less than 20 MiB of it unused, so a huge cached block is neither
+//   chopped into pieces nor pinned by a much smaller request.
+// - A freed block coalesces with free neighbours in its segment. Fully free
+//   segments stay cached until emptyCache() or an out-of-memory retry.
+// - Stream-ordered reuse: a block is reused only by requests on the stream it
+//   was allocated on, since work on that stream is ordered after any earlier
+//   use. When recordStream() adds other streams, the freed block is parked
+//   until a StreamTracker marker taken at free time on each of those streams
+//   is done; parked blocks are polled at every allocate() and emptyCache().
+//   Without a tracker, recordStream() only checks its address.
+//
+// Thread safety: every public method may be called from any thread. One
+// mutex serialises them all, including the calls into the backend and the
+// tracker, which therefore need no locking of their own against this
+// allocator (and must not call back into it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "npurt/npurt.h"
+
+namespace npurt {
+
+// What the allocator needs from a device: whole segments of device address
+// space backed by device memory.
+class SegmentBackend {
+public:
+	virtual ~SegmentBackend() = default;
+	// Allocate a segment of exactly `size` bytes; on success set *addr
+	// (nonzero device address, unique in the process). Returns
+	// npurtErrorMemoryAllocation when the device is out of memory; any
+	// other error is passed through unchanged by the allocator, so the
+	// backend records its message with setError() itself.
+	virtual npurtError_t allocSegment(size_t size, uint64_t *addr) = 0;
+	virtual void freeSegment(uint64_t addr, size_t size) = 0;
+	// Device-wide free and total bytes, for OOM messages and MemGetInfo.
+	virtual void memInfo(size_t *freeBytes, size_t *totalBytes) = 0;
+};
+
+using StreamId = uint64_t;  // 0 is the default stream
+
+// Stream-ordered reuse needs to know when work enqueued so far on a stream
+// has finished.
+class StreamTracker {
+public:
+	virtual ~StreamTracker() = default;
+	// A marker for "all work enqueued on `stream` until now"; an opaque
+	// nonzero token.
+	virtual uint64_t mark(StreamId stream) = 0;
+	// Whether the work behind a marker has completed.
+	virtual bool done(uint64_t marker) = 0;
+	// The allocator is finished with a marker (done or not).
+	virtual void release(uint64_t marker) = 0;
+};
+
+// A gauge: its value now and its highest value since creation or the last
+// resetPeakStats().
+struct AllocatorStat {
+	uint64_t current = 0;
+	uint64_t peak = 0;
+};
+
+struct AllocatorStats {
+	// Block bytes (requests rounded up to 512) of live allocations.
+	AllocatorStat allocatedBytes;
+	// Bytes asked for by live allocations, before rounding.
+	AllocatorStat requestedBytes;
+	// Bytes of the segments held from the backend.
+	AllocatorStat reservedBytes;
+	// Segments held from the backend.
+	AllocatorStat segments;
+	// Blocks in use: live allocations, and freed blocks parked until the
+	// streams recorded on them are done.
+	AllocatorStat activeBlocks;
+	// Free bytes in segments that are split into several blocks: cached
+	// memory that only requests fitting between live blocks can use.
+	AllocatorStat inactiveSplitBytes;
+	uint64_t segmentAllocs = 0;  // successful backend allocSegment() calls
+	uint64_t segmentFrees = 0;  // backend freeSegment() calls
+	uint64_t ooms = 0;  // allocate() calls failed for lack of device memory
+	uint64_t cacheFlushRetries = 0;  // backend retries after freeing cached segments
+	uint64_t allocCalls = 0;  // allocate() calls that handed out a block
+	uint64_t freeCalls = 0;  // deallocate() calls that took one back
+};
+
+class CachingAllocator {
+public:
+	static constexpr size_t kMinBlockSize = 512;  // request rounding, smallest block
+	static constexpr size_t kSmallSize = 1ull << 20;  // largest small request
+	static constexpr size_t kSmallSegment = 2ull << 20;  // segments of the small pool
+	static constexpr size_t kMinLargeAlloc = 10ull << 20;  // smaller: shared 20 MiB segment
+	static constexpr size_t kLargeSegment = 20ull << 20;  // shared large segment
+	static constexpr size_t kLargeRound = 2ull << 20;  // rounding of other large segments
+	static constexpr size_t kMaxSplitSize = 64ull << 20;  // oversize: never split
+
+	// The backend, and the tracker if there is one, must outlive the
+	// allocator.
+	CachingAllocator(SegmentBackend &backend, StreamTracker *tracker);
+	// Frees every segment back to the backend, live allocations included,
+	// and releases every outstanding marker.
+	~CachingAllocator();
+	CachingAllocator(const CachingAllocator &) = delete;
+	CachingAllocator &operator=(const CachingAllocator &) = delete;
+
+	// Size 0 sets *addr to 0 and succeeds, as cudaMalloc does. A size that
+	// overflows when rounded is npurtErrorInvalidValue; no device memory
+	// left, even after freeing the cache, is npurtErrorMemoryAllocation
+	// with a message giving the figures.
+	npurtError_t allocate(size_t size, StreamId stream, uint64_t *addr);
+	// 0 is a no-op. An address that is not the start of a live allocation
+	// (unknown, already freed, or inside one) is npurtErrorInvalidValue
+	// with a message naming it.
+	npurtError_t deallocate(uint64_t addr);
+	// The allocation containing addr is also used on `stream`: once freed,
+	// it is not reused until the work enqueued on `stream` before the free
+	// has finished (PyTorch's recordStream). 0 is a no-op; an address
+	// outside every live allocation is npurtErrorInvalidValue.
+	npurtError_t recordStream(uint64_t addr, StreamId stream);
+	// Returns every fully free segment to the backend.
+	void emptyCache();
+	AllocatorStats stats() const;
+	void resetPeakStats();
+	// The live allocation containing addr: its base and requested size.
+	// False if addr is not inside a live allocation.
+	bool lookup(uint64_t addr, uint64_t *base, size_t *size) const;
+
+private:
+	struct Block;
+	// Free blocks of a pool ordered by (stream, size, address): a
+	// lower_bound is the best fit on a stream.
+	struct FreeKey {
+		StreamId stream;
+		size_t size;
+		uint64_t addr;
+	};
+	struct FreeOrder {
+		using is_transparent = void;
+		bool operator()(const Block *a, const Block *b) const;
+		bool operator()(const Block *a, const FreeKey &b) const;
+		bool operator()(const FreeKey &a, const Block *b) const;
+	};
+	using FreeSet = std::set<Block *, FreeOrder>;
+	// A freed block waiting for the work of other streams.
+	struct Parked {
+		Block *block;
+		std::vector<uint64_t> markers;
+	};
+
+	// All of these are called with mutex_ held.
+	FreeSet &poolOf(const Block *b);
+	Block *findFree(bool small, StreamId stream, size_t size);
+	npurtError_t newSegment(size_t size, size_t segmentSize, bool small, StreamId stream,
+	                        Block **out);
+	void insertFree(Block *b);
+	void eraseFree(Block *b);
+	void freeBlock(Block *b);
+	void pollParked();
+	size_t releaseCachedSegments();
+	Block *findLive(uint64_t addr) const;
+	std::string oomMessage(size_t size, size_t segmentSize);
+
+	mutable std::mutex mutex_;
+	SegmentBackend &backend_;
+	StreamTracker *tracker_;
+	FreeSet smallFree_;
+	FreeSet largeFree_;
+	std::map<uint64_t, Block *> live_;  // live allocations by address
+	std::vector<Parked> parked_;
+	AllocatorStats stats_;
+};
+
+}  // namespace npurt

@@ -1,0 +1,292 @@
+#include "context.h"
+
+#include <sys/ioctl.h>
+
+#include <cerrno>
+#include <string>
+
+#include "error.h"
+#include "npu_drm.h"
+
+namespace npurt {
+namespace {
+
+// Pool segments are 2 MiB multiples: keep them 2 MiB aligned.
+constexpr uint64_t kSegmentAlign = 2ull << 20;
+
+std::string hex(uint64_t v)
+{
+	char buf[24];
+	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+	return buf;
+}
+
+}  // namespace
+
+AddressSpace::AddressSpace(uint64_t base, uint64_t size) : base_(base), size_(size)
+{
+	free_[base] = size;
+}
+
+uint64_t AddressSpace::allocate(uint64_t size, uint64_t align)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	for (auto it = free_.begin(); it != free_.end(); ++it) {
+		uint64_t start = (it->first + align - 1) & ~(align - 1);
+		uint64_t end = it->first + it->second;
+		if (start < it->first || start > end || end - start < size)
+			continue;
+		uint64_t headStart = it->first, headSize = start - it->first;
+		uint64_t tailStart = start + size, tailSize = end - tailStart;
+		free_.erase(it);
+		if (headSize)
+			free_[headStart] = headSize;
+		if (tailSize)
+			free_[tailStart] = tailSize;
+		return start;
+	}
+	return 0;
+}
+
+void AddressSpace::release(uint64_t addr, uint64_t size)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	auto next = free_.lower_bound(addr);
+	if (next != free_.end() && addr + size == next->first) {
+		size += next->second;
+		next = free_.erase(next);
+	}
+	if (next != free_.begin()) {
+		auto prev = std::prev(next);
+		if (prev->first + prev->second == addr) {
+			prev->second += size;
+			return;
+		}
+	}
+	free_[addr] = size;
+}
+
+Context::Context(int ordinal, os::Device &node, std::unique_ptr<os::Device> owned,
+		 AddressSpace &space)
+	: ordinal_(ordinal), node_(node), owned_(std::move(owned)), space_(space),
+	  pool_(*this, nullptr)
+{
+}
+
+Context::~Context()
+{
+	// The pool returns its segments through freeSegment() as it goes;
+	// release it first, then the IPC imports.
+	pool_.emptyCache();
+	std::map<uint64_t, Range> imports;
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		imports.swap(imports_);
+	}
+	for (auto &[addr, r] : imports) {
+		unbind(addr, r.size);
+		closeBo(r.handle);
+		space_.release(addr, r.size);
+	}
+}
+
+int Context::bind(uint32_t handle, uint64_t addr, uint64_t size, bool readonly)
+{
+	drm_npu_vm_bind b{};
+	b.op = DRM_NPU_VM_MAP;
+	b.flags = readonly ? DRM_NPU_VM_READONLY : 0;
+	b.handle = handle;
+	b.addr = addr;
+	b.size = size;
+	return node_.ioctl(DRM_IOCTL_NPU_VM_BIND, &b);
+}
+
+int Context::unbind(uint64_t addr, uint64_t size)
+{
+	drm_npu_vm_bind b{};
+	b.op = DRM_NPU_VM_UNMAP;
+	b.addr = addr;
+	b.size = size;
+	return node_.ioctl(DRM_IOCTL_NPU_VM_BIND, &b);
+}
+
+void Context::closeBo(uint32_t handle)
+{
+	drm_gem_close c{};
+	c.handle = handle;
+	node_.ioctl(DRM_IOCTL_GEM_CLOSE, &c);
+}
+
+npurtError_t Context::allocSegment(size_t size, uint64_t *addr)
+{
+	uint64_t va = space_.allocate(size, kSegmentAlign);
+	if (!va)
+		return npurtErrorMemoryAllocation;
+
+	drm_npu_bo_create c{};
+	c.size = size;
+	c.kind = DRM_NPU_BO_DEVICE;
+	int ret = node_.ioctl(DRM_IOCTL_NPU_BO_CREATE, &c);
+	if (ret) {
+		space_.release(va, size);
+		if (ret == -ENOMEM)
+			return npurtErrorMemoryAllocation;
+		return setError(errorFromErrno(ret),
+				osMessage("creating a device memory object of " +
+						  std::to_string(size) + " bytes on " + node_.path(),
+					  ret));
+	}
+	ret = bind(c.handle, va, size, false);
+	if (ret) {
+		closeBo(c.handle);
+		space_.release(va, size);
+		return setError(errorFromErrno(ret),
+				osMessage("binding device memory at " + hex(va), ret));
+	}
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		segments_[va] = {size, c.handle};
+	}
+	*addr = va;
+	return npurtSuccess;
+}
+
+void Context::freeSegment(uint64_t addr, size_t size)
+{
+	uint32_t handle;
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		auto it = segments_.find(addr);
+		if (it == segments_.end())
+			return;
+		handle = it->second.handle;
+		segments_.erase(it);
+	}
+	unbind(addr, size);
+	closeBo(handle);
+	space_.release(addr, size);
+}
+
+npurtError_t Context::queryMemory(uint64_t *freeBytes, uint64_t *totalBytes)
+{
+	drm_npu_memory_info info{};
+	drm_npu_query q{};
+	q.query = DRM_NPU_QUERY_MEMORY;
+	q.data_ptr = reinterpret_cast<uintptr_t>(&info);
+	q.size = sizeof(info);
+	int ret = node_.ioctl(DRM_IOCTL_NPU_QUERY, &q);
+	if (ret)
+		return setError(errorFromErrno(ret), osMessage("memory query on " + node_.path(), ret));
+	*totalBytes = info.capacity;
+	*freeBytes = info.used < info.capacity ? info.capacity - info.used : 0;
+	return npurtSuccess;
+}
+
+void Context::memInfo(size_t *freeBytes, size_t *totalBytes)
+{
+	uint64_t f = 0, t = 0;
+	if (queryMemory(&f, &t) != npurtSuccess)
+		npurtGetLastError();
+	*freeBytes = f;
+	*totalBytes = t;
+}
+
+bool Context::findSegment(uint64_t addr, uint64_t *base, uint64_t *size, uint32_t *handle)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	auto it = segments_.upper_bound(addr);
+	if (it == segments_.begin())
+		return false;
+	--it;
+	if (addr - it->first >= it->second.size)
+		return false;
+	*base = it->first;
+	*size = it->second.size;
+	*handle = it->second.handle;
+	return true;
+}
+
+bool Context::findDeviceRange(uint64_t addr, uint64_t *base, size_t *size)
+{
+	if (pool_.lookup(addr, base, size))
+		return true;
+	std::lock_guard<std::mutex> lock(mutex_);
+	auto it = imports_.upper_bound(addr);
+	if (it == imports_.begin())
+		return false;
+	--it;
+	if (addr - it->first >= it->second.size)
+		return false;
+	*base = it->first;
+	*size = it->second.size;
+	return true;
+}
+
+npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
+{
+	if (h.fd < 0 || !h.size || h.offset >= h.size)
+		return setError(npurtErrorInvalidValue,
+				"npurtIpcOpenMemHandle: the handle is not one npurtIpcGetMemHandle made");
+	drm_prime_handle p{};
+	p.fd = h.fd;
+	int ret = node_.ioctl(DRM_IOCTL_PRIME_FD_TO_HANDLE, &p);
+	if (ret)
+		return setError(ret == -EBADF || ret == -EINVAL || ret == -EOPNOTSUPP
+					? npurtErrorInvalidHandle
+					: errorFromErrno(ret),
+				osMessage("npurtIpcOpenMemHandle: importing fd " +
+						  std::to_string(h.fd),
+					  ret));
+	drm_npu_bo_info info{};
+	info.handle = p.handle;
+	ret = node_.ioctl(DRM_IOCTL_NPU_BO_INFO, &info);
+	if (ret || info.size != h.size) {
+		closeBo(p.handle);
+		return setError(npurtErrorInvalidHandle,
+				"npurtIpcOpenMemHandle: fd " + std::to_string(h.fd) +
+					" is not the memory the handle describes");
+	}
+	uint64_t va = space_.allocate(info.size, kSegmentAlign);
+	if (!va) {
+		closeBo(p.handle);
+		return setError(npurtErrorMemoryAllocation,
+				"npurtIpcOpenMemHandle: device address space exhausted");
+	}
+	ret = bind(p.handle, va, info.size, false);
+	if (ret) {
+		closeBo(p.handle);
+		space_.release(va, info.size);
+		return setError(errorFromErrno(ret),
+				osMessage("npurtIpcOpenMemHandle: binding", ret));
+	}
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		imports_[va] = {info.size, p.handle};
+	}
+	*devPtr = reinterpret_cast<void *>(va + h.offset);
+	return npurtSuccess;
+}
+
+npurtError_t Context::ipcClose(uint64_t addr)
+{
+	Range r{};
+	uint64_t base = 0;
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		auto it = imports_.upper_bound(addr);
+		if (it == imports_.begin() || addr - std::prev(it)->first >= std::prev(it)->second.size)
+			return setError(npurtErrorInvalidValue,
+					"npurtIpcCloseMemHandle: " + hex(addr) +
+						" is not memory opened with npurtIpcOpenMemHandle");
+		--it;
+		base = it->first;
+		r = it->second;
+		imports_.erase(it);
+	}
+	unbind(base, r.size);
+	closeBo(r.handle);
+	space_.release(base, r.size);
+	return npurtSuccess;
+}
+
+}  // namespace npurt

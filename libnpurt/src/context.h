@@ -1,0 +1,88 @@
+// Contexts: one open file of an NPU each, with its own device address
+// space, its caching pool of device memory and its IPC imports.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "allocator.h"
+#include "npurt/npurt.h"
+#include "os_interface.h"
+
+struct npurtContext_st {};  // the C handle's type: Context derives from it
+
+namespace npurt {
+
+class Runtime;
+
+// A range of device addresses: a reserved slice of host address space
+// handed out first-fit. One per device, shared by the device's contexts so
+// device pointers stay unique in the process.
+class AddressSpace {
+public:
+	AddressSpace(uint64_t base, uint64_t size);
+	// An aligned range of `size` bytes, or 0 when the slice is full.
+	uint64_t allocate(uint64_t size, uint64_t align);
+	void release(uint64_t addr, uint64_t size);
+	bool contains(uint64_t addr) const { return addr >= base_ && addr - base_ < size_; }
+
+private:
+	std::mutex mutex_;                 // guards free_
+	uint64_t base_, size_;
+	std::map<uint64_t, uint64_t> free_; // start -> size, coalesced
+};
+
+class Context final : public npurtContext_st, private SegmentBackend {
+public:
+	// `owned` is null for a primary context, which uses the device's
+	// discovery file.
+	Context(int ordinal, os::Device &node, std::unique_ptr<os::Device> owned,
+		AddressSpace &space);
+	~Context() override;
+	Context(const Context &) = delete;
+	Context &operator=(const Context &) = delete;
+
+	int ordinal() const { return ordinal_; }
+	os::Device &node() { return node_; }
+	CachingAllocator &pool() { return pool_; }
+
+	// The device memory containing addr in this context (pool or IPC
+	// import): its base and size. False if there is none.
+	bool findDeviceRange(uint64_t addr, uint64_t *base, size_t *size);
+	// The pool segment containing addr: its base, size and BO handle.
+	bool findSegment(uint64_t addr, uint64_t *base, uint64_t *size, uint32_t *handle);
+
+	// Bind a BO at addr in this context's address space.
+	int bind(uint32_t handle, uint64_t addr, uint64_t size, bool readonly);
+	int unbind(uint64_t addr, uint64_t size);
+	void closeBo(uint32_t handle);
+
+	npurtError_t ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr);
+	npurtError_t ipcClose(uint64_t addr);
+
+	// Device memory free/total of this context's device.
+	npurtError_t queryMemory(uint64_t *freeBytes, uint64_t *totalBytes);
+
+private:
+	npurtError_t allocSegment(size_t size, uint64_t *addr) override;
+	void freeSegment(uint64_t addr, size_t size) override;
+	void memInfo(size_t *freeBytes, size_t *totalBytes) override;
+
+	struct Range {
+		uint64_t size;
+		uint32_t handle;
+	};
+
+	int ordinal_;
+	os::Device &node_;
+	std::unique_ptr<os::Device> owned_;
+	AddressSpace &space_;
+	std::mutex mutex_;                // guards segments_ and imports_
+	std::map<uint64_t, Range> segments_; // pool segments by address
+	std::map<uint64_t, Range> imports_;  // IPC imports by address
+	CachingAllocator pool_;          // declared last: destroyed first
+};
+
+}  // namespace npurt

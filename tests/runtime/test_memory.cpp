@@ -1,0 +1,530 @@
+// Memory through libnpurt against the real module (run in the VM): the
+// pool, pinned and registered host memory, pointer attributes, copies,
+// contexts and IPC across processes.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "npurt/npurt.h"
+#include "npurt/npurt.hpp"
+
+namespace {
+
+std::string lastMessage()
+{
+	return npurtGetLastErrorMessage();
+}
+
+bool contains(const std::string &s, const std::string &needle)
+{
+	return s.find(needle) != std::string::npos;
+}
+
+std::vector<unsigned char> pattern(size_t n, unsigned seed)
+{
+	std::vector<unsigned char> v(n);
+	for (size_t i = 0; i < n; i++)
+		v[i] = static_cast<unsigned char>((i * 131 + seed) & 0xff);
+	return v;
+}
+
+class Memory : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		ASSERT_EQ(npurtSetDevice(0), npurtSuccess) << lastMessage();
+		npurtGetLastError();
+	}
+	void TearDown() override
+	{
+		npurtGetLastError();
+		npurtSetDevice(0);
+	}
+	static size_t capacity()
+	{
+		size_t f = 0, t = 0;
+		EXPECT_EQ(npurtMemGetInfo(&f, &t), npurtSuccess);
+		return t;
+	}
+};
+
+TEST_F(Memory, MallocCopyRoundTrip)
+{
+	const size_t n = (1 << 20) + 123;
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, n), npurtSuccess) << lastMessage();
+	ASSERT_NE(d, nullptr);
+	auto in = pattern(n, 7);
+	std::vector<unsigned char> out(n, 0);
+	ASSERT_EQ(npurtMemcpy(d, in.data(), n, npurtMemcpyHostToDevice), npurtSuccess)
+		<< lastMessage();
+	ASSERT_EQ(npurtMemcpy(out.data(), d, n, npurtMemcpyDeviceToHost), npurtSuccess)
+		<< lastMessage();
+	EXPECT_EQ(in, out);
+	ASSERT_EQ(npurtMemset(static_cast<char *>(d) + 10, 0xab, 100), npurtSuccess);
+	ASSERT_EQ(npurtMemcpy(out.data(), d, n, npurtMemcpyDefault), npurtSuccess);
+	for (size_t i = 0; i < n; i++)
+		ASSERT_EQ(out[i], (i >= 10 && i < 110) ? 0xab : in[i]) << i;
+	EXPECT_EQ(npurtFree(d), npurtSuccess);
+}
+
+TEST_F(Memory, FreshMemoryIsZeroed)
+{
+	npurtMemEmptyCache();
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 64 << 10), npurtSuccess);
+	std::vector<unsigned char> out(64 << 10, 0xff);
+	ASSERT_EQ(npurtMemcpy(out.data(), d, out.size(), npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(out, std::vector<unsigned char>(64 << 10, 0));
+	npurtFree(d);
+}
+
+TEST_F(Memory, ZeroSizeAndNull)
+{
+	void *d = reinterpret_cast<void *>(1);
+	EXPECT_EQ(npurtMalloc(&d, 0), npurtSuccess);
+	EXPECT_EQ(d, nullptr);
+	EXPECT_EQ(npurtFree(nullptr), npurtSuccess);
+	EXPECT_EQ(npurtMalloc(nullptr, 16), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "devPtr is NULL"));
+}
+
+TEST_F(Memory, DoubleAndInteriorFreeAreErrors)
+{
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 4096), npurtSuccess);
+	EXPECT_EQ(npurtFree(static_cast<char *>(d) + 512), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtFree(d), npurtSuccess);
+	EXPECT_EQ(npurtFree(d), npurtErrorInvalidValue);
+	char buf[32];
+	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(
+							  reinterpret_cast<uintptr_t>(d)));
+	EXPECT_TRUE(contains(lastMessage(), buf)) << lastMessage();
+	int host = 0;
+	EXPECT_EQ(npurtFree(&host), npurtErrorInvalidValue);
+}
+
+TEST_F(Memory, PoolReusesFreedBlocks)
+{
+	npurtMemStats before{}, after{};
+	void *a = nullptr, *b = nullptr;
+	ASSERT_EQ(npurtMalloc(&a, 3 << 20), npurtSuccess);
+	ASSERT_EQ(npurtFree(a), npurtSuccess);
+	ASSERT_EQ(npurtMemGetStats(&before), npurtSuccess);
+	ASSERT_EQ(npurtMalloc(&b, 3 << 20), npurtSuccess);
+	ASSERT_EQ(npurtMemGetStats(&after), npurtSuccess);
+	EXPECT_EQ(a, b) << "a freed block is reused";
+	EXPECT_EQ(after.deviceAllocs, before.deviceAllocs) << "no new device allocation";
+	EXPECT_EQ(after.allocatedBytes, before.allocatedBytes + (3 << 20));
+	npurtFree(b);
+}
+
+TEST_F(Memory, EmptyCacheReturnsMemoryToTheDevice)
+{
+	npurtMemEmptyCache();
+	size_t free0 = 0, total = 0;
+	ASSERT_EQ(npurtMemGetInfo(&free0, &total), npurtSuccess);
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 8 << 20), npurtSuccess);
+	size_t free1 = 0;
+	npurtMemGetInfo(&free1, &total);
+	EXPECT_LE(free1 + (8 << 20), free0);
+	npurtFree(d);
+	size_t free2 = 0;
+	npurtMemGetInfo(&free2, &total);
+	EXPECT_EQ(free2, free1) << "Free keeps the memory cached";
+	npurtMemStats s{};
+	npurtMemGetStats(&s);
+	EXPECT_GT(s.reservedBytes, 0u);
+	ASSERT_EQ(npurtMemEmptyCache(), npurtSuccess);
+	size_t free3 = 0;
+	npurtMemGetInfo(&free3, &total);
+	EXPECT_EQ(free3, free0);
+	npurtMemGetStats(&s);
+	EXPECT_EQ(s.reservedBytes, 0u);
+	EXPECT_GE(s.reservedBytesPeak, 8u << 20);
+}
+
+TEST_F(Memory, OutOfMemorySaysWhy)
+{
+	size_t cap = capacity();
+	void *d = nullptr;
+	npurtMemStats before{};
+	npurtMemGetStats(&before);
+	EXPECT_EQ(npurtMalloc(&d, cap + (64 << 20)), npurtErrorMemoryAllocation);
+	std::string msg = lastMessage();
+	EXPECT_TRUE(contains(msg, "out of device memory")) << msg;
+	EXPECT_TRUE(contains(msg, "tried to allocate")) << msg;
+	EXPECT_TRUE(contains(msg, "allocated")) << msg;
+	EXPECT_TRUE(contains(msg, "reserved")) << msg;
+	EXPECT_TRUE(contains(msg, "free")) << msg;
+	npurtMemStats after{};
+	npurtMemGetStats(&after);
+	EXPECT_EQ(after.ooms, before.ooms + 1);
+	// Nothing lost: allocation works again.
+	ASSERT_EQ(npurtMalloc(&d, 1 << 20), npurtSuccess);
+	npurtFree(d);
+}
+
+TEST_F(Memory, FailedAllocationFirstEmptiesTheCache)
+{
+	size_t cap = capacity();
+	if (cap > (256u << 20))
+		GTEST_SKIP() << "needs a small device (mem_size_mb <= 256), has " << (cap >> 20)
+			     << " MiB";
+	npurtMemEmptyCache();
+	// Cache most of the device, then ask for more than is left.
+	void *a = nullptr;
+	ASSERT_EQ(npurtMalloc(&a, cap / 2), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtFree(a), npurtSuccess);
+	npurtMemStats before{};
+	npurtMemGetStats(&before);
+	void *b = nullptr;
+	ASSERT_EQ(npurtMalloc(&b, cap * 3 / 4), npurtSuccess) << lastMessage();
+	npurtMemStats after{};
+	npurtMemGetStats(&after);
+	EXPECT_EQ(after.cacheFlushes, before.cacheFlushes + 1);
+	npurtFree(b);
+	npurtMemEmptyCache();
+}
+
+TEST_F(Memory, PointerAttributes)
+{
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 10000), npurtSuccess);
+	npurtPointerAttributes a{};
+	ASSERT_EQ(npurtPointerGetAttributes(&a, static_cast<char *>(d) + 100), npurtSuccess);
+	EXPECT_EQ(a.type, npurtMemoryTypeDevice);
+	EXPECT_EQ(a.device, 0);
+	EXPECT_EQ(a.base, d);
+	EXPECT_EQ(a.size, 10000u);
+	EXPECT_EQ(a.hostPointer, nullptr);
+	npurtFree(d);
+	EXPECT_EQ(npurtPointerGetAttributes(&a, d), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "not live device memory")) << lastMessage();
+
+	int local = 0;
+	ASSERT_EQ(npurtPointerGetAttributes(&a, &local), npurtSuccess);
+	EXPECT_EQ(a.type, npurtMemoryTypeUnregistered);
+	EXPECT_EQ(a.device, -1);
+	EXPECT_EQ(npurtPointerGetAttributes(nullptr, &local), npurtErrorInvalidValue);
+}
+
+TEST_F(Memory, PinnedHostMemory)
+{
+	void *h = nullptr;
+	ASSERT_EQ(npurtMallocHost(&h, 100000), npurtSuccess) << lastMessage();
+	auto in = pattern(100000, 3);
+	std::memcpy(h, in.data(), in.size());
+	npurtPointerAttributes a{};
+	ASSERT_EQ(npurtPointerGetAttributes(&a, static_cast<char *>(h) + 5), npurtSuccess);
+	EXPECT_EQ(a.type, npurtMemoryTypeHost);
+	EXPECT_EQ(a.hostPointer, static_cast<char *>(h) + 5);
+	EXPECT_EQ(a.devicePointer, a.hostPointer) << "unified addressing";
+	EXPECT_EQ(a.base, h);
+	EXPECT_EQ(a.size, 100000u);
+
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, in.size()), npurtSuccess);
+	ASSERT_EQ(npurtMemcpy(d, h, in.size(), npurtMemcpyDefault), npurtSuccess);
+	std::memset(h, 0, in.size());
+	ASSERT_EQ(npurtMemcpy(h, d, in.size(), npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(std::memcmp(h, in.data(), in.size()), 0);
+	npurtFree(d);
+	EXPECT_EQ(npurtFreeHost(h), npurtSuccess);
+	EXPECT_EQ(npurtFreeHost(h), npurtErrorInvalidValue);
+	int local = 0;
+	EXPECT_EQ(npurtFreeHost(&local), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtFreeHost(nullptr), npurtSuccess);
+	void *z = reinterpret_cast<void *>(1);
+	EXPECT_EQ(npurtMallocHost(&z, 0), npurtSuccess);
+	EXPECT_EQ(z, nullptr);
+}
+
+TEST_F(Memory, RegisteredHostMemory)
+{
+	std::vector<unsigned char> buf(300000);
+	unsigned char *p = buf.data() + 1;  // deliberately unaligned
+	const size_t n = 200000;
+	ASSERT_EQ(npurtHostRegister(p, n, npurtHostRegisterDefault), npurtSuccess) << lastMessage();
+	npurtPointerAttributes a{};
+	ASSERT_EQ(npurtPointerGetAttributes(&a, p + 10), npurtSuccess);
+	EXPECT_EQ(a.type, npurtMemoryTypeHost);
+	EXPECT_EQ(a.base, p);
+	EXPECT_EQ(a.size, n);
+	EXPECT_EQ(npurtHostRegister(p + 100, 10, 0), npurtErrorHostMemoryAlreadyRegistered);
+
+	void *d = nullptr;
+	auto in = pattern(n, 9);
+	ASSERT_EQ(npurtMalloc(&d, n), npurtSuccess);
+	ASSERT_EQ(npurtMemcpy(d, in.data(), n, npurtMemcpyHostToDevice), npurtSuccess);
+	ASSERT_EQ(npurtMemcpy(p, d, n, npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(std::memcmp(p, in.data(), n), 0);
+	npurtFree(d);
+
+	EXPECT_EQ(npurtHostUnregister(p + 1), npurtErrorHostMemoryNotRegistered);
+	EXPECT_EQ(npurtHostUnregister(p), npurtSuccess);
+	EXPECT_EQ(npurtHostUnregister(p), npurtErrorHostMemoryNotRegistered);
+	EXPECT_EQ(npurtPointerGetAttributes(&a, p), npurtSuccess);
+	EXPECT_EQ(a.type, npurtMemoryTypeUnregistered);
+}
+
+TEST_F(Memory, RegisterRejectsBadRanges)
+{
+	std::vector<char> buf(8192);
+	EXPECT_EQ(npurtHostRegister(nullptr, 10, 0), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtHostRegister(buf.data(), 0, 0), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtHostRegister(buf.data(), 10, 0x100), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "unknown flags")) << lastMessage();
+	EXPECT_EQ(npurtHostRegister(buf.data(), SIZE_MAX, 0), npurtErrorInvalidValue);
+
+	void *hole = mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			  -1, 0);
+	ASSERT_NE(hole, MAP_FAILED);
+	munmap(hole, 1 << 16);
+	EXPECT_EQ(npurtHostRegister(hole, 1 << 16, 0), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "not entirely mapped")) << lastMessage();
+
+	void *ro = mmap(nullptr, 1 << 16, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(ro, MAP_FAILED);
+	EXPECT_EQ(npurtHostRegister(ro, 1 << 16, 0), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtHostRegister(ro, 1 << 16, npurtHostRegisterReadOnly), npurtSuccess)
+		<< lastMessage();
+	EXPECT_EQ(npurtHostUnregister(ro), npurtSuccess);
+	munmap(ro, 1 << 16);
+}
+
+TEST_F(Memory, CopiesAreChecked)
+{
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 4096), npurtSuccess);
+	std::vector<char> h(8192);
+	EXPECT_EQ(npurtMemcpy(d, h.data(), 4097, npurtMemcpyHostToDevice), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "overrun its allocation of 4096 bytes"))
+		<< lastMessage();
+	EXPECT_EQ(npurtMemcpy(h.data(), static_cast<char *>(d) + 4000, 97, npurtMemcpyDefault),
+		  npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemcpy(h.data(), d, 16, npurtMemcpyHostToDevice), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "npurtMemcpyHostToDevice but dst")) << lastMessage();
+	EXPECT_EQ(npurtMemcpy(d, h.data(), 16, static_cast<npurtMemcpyKind>(9)),
+		  npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemcpy(nullptr, h.data(), 16, npurtMemcpyDefault), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemcpy(d, h.data(), 0, npurtMemcpyDefault), npurtSuccess);
+	EXPECT_EQ(npurtMemset(h.data(), 0, 16), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemset(d, 0, 4097), npurtErrorInvalidValue);
+	npurtFree(d);
+	EXPECT_EQ(npurtMemcpy(h.data(), d, 16, npurtMemcpyDefault), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "not live device memory")) << lastMessage();
+}
+
+TEST_F(Memory, DeviceToDeviceAcrossNpus)
+{
+	if (npurt::deviceCount() < 2)
+		GTEST_SKIP() << "needs two NPUs";
+	const size_t n = 3 << 20;
+	auto in = pattern(n, 11);
+	void *a = nullptr, *b = nullptr;
+	ASSERT_EQ(npurtMalloc(&a, n), npurtSuccess);
+	ASSERT_EQ(npurtMemcpy(a, in.data(), n, npurtMemcpyHostToDevice), npurtSuccess);
+	ASSERT_EQ(npurtSetDevice(1), npurtSuccess);
+	ASSERT_EQ(npurtMalloc(&b, n), npurtSuccess);
+	npurtPointerAttributes attr{};
+	npurtPointerGetAttributes(&attr, b);
+	EXPECT_EQ(attr.device, 1);
+	npurtPointerGetAttributes(&attr, a);
+	EXPECT_EQ(attr.device, 0);
+	ASSERT_EQ(npurtMemcpy(b, a, n, npurtMemcpyDefault), npurtSuccess) << lastMessage();
+	std::vector<unsigned char> out(n);
+	ASSERT_EQ(npurtMemcpy(out.data(), b, n, npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(in, out);
+	npurtFree(b);
+	npurtSetDevice(0);
+	npurtFree(a);
+}
+
+TEST_F(Memory, ContextsOwnTheirMemory)
+{
+	npurtContext_t primary = nullptr;
+	ASSERT_EQ(npurtCtxGetCurrent(&primary), npurtSuccess);
+	size_t free0 = 0, total = 0;
+	npurtMemEmptyCache();
+	npurtMemGetInfo(&free0, &total);
+
+	npurtContext_t ctx = nullptr;
+	ASSERT_EQ(npurtCtxCreate(&ctx, 0, 0), npurtSuccess) << lastMessage();
+	npurtContext_t cur = nullptr;
+	npurtCtxGetCurrent(&cur);
+	EXPECT_EQ(cur, ctx);
+	EXPECT_NE(ctx, primary);
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 16 << 20), npurtSuccess);
+	size_t free1 = 0;
+	npurtMemGetInfo(&free1, &total);
+	EXPECT_LE(free1 + (16 << 20), free0);
+	// Destroying the context frees what it allocated.
+	ASSERT_EQ(npurtCtxDestroy(ctx), npurtSuccess);
+	size_t free2 = 0;
+	npurtMemGetInfo(&free2, &total);
+	EXPECT_EQ(free2, free0);
+	npurtCtxGetCurrent(&cur);
+	EXPECT_EQ(cur, primary) << "back on the primary context";
+	EXPECT_EQ(npurtCtxDestroy(ctx), npurtErrorInvalidHandle);
+	EXPECT_EQ(npurtCtxSetCurrent(ctx), npurtErrorInvalidHandle);
+	int bogus = 0;
+	EXPECT_EQ(npurtCtxSetCurrent(reinterpret_cast<npurtContext_t>(&bogus)),
+		  npurtErrorInvalidHandle);
+	EXPECT_EQ(npurtCtxCreate(&ctx, 1, 0), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtCtxCreate(&ctx, 0, 99), npurtErrorInvalidDevice);
+	EXPECT_EQ(npurtCtxCreate(nullptr, 0, 0), npurtErrorInvalidValue);
+}
+
+TEST_F(Memory, ThreadsAllocateAndCopyConcurrently)
+{
+	std::vector<std::thread> threads;
+	std::vector<int> failures(4, 0);
+	for (int t = 0; t < 4; t++) {
+		threads.emplace_back([t, &failures] {
+			for (int i = 0; i < 30; i++) {
+				size_t n = 1000 + static_cast<size_t>((t * 7919 + i * 104729) % 200000);
+				auto in = pattern(n, static_cast<unsigned>(t * 100 + i));
+				std::vector<unsigned char> out(n);
+				void *d = nullptr;
+				if (npurtMalloc(&d, n) != npurtSuccess ||
+				    npurtMemcpy(d, in.data(), n, npurtMemcpyHostToDevice) ||
+				    npurtMemcpy(out.data(), d, n, npurtMemcpyDeviceToHost) ||
+				    out != in || npurtFree(d)) {
+					failures[t]++;
+				}
+			}
+		});
+	}
+	for (auto &t : threads)
+		t.join();
+	for (int f : failures)
+		EXPECT_EQ(f, 0);
+}
+
+// IPC: the parent exports, a child process (this binary again, exec'd)
+// imports over a Unix socket, checks the data and writes its own.
+constexpr const char *kIpcEnv = "NPURT_TEST_IPC_SOCKET";
+
+int sendFd(int sock, int fd, const void *data, size_t len)
+{
+	char ctrl[CMSG_SPACE(sizeof(int))] = {};
+	iovec iov{const_cast<void *>(data), len};
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctrl;
+	msg.msg_controllen = sizeof(ctrl);
+	cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &msg, 0) == static_cast<ssize_t>(len) ? 0 : -1;
+}
+
+int recvFd(int sock, void *data, size_t len)
+{
+	char ctrl[CMSG_SPACE(sizeof(int))] = {};
+	iovec iov{data, len};
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctrl;
+	msg.msg_controllen = sizeof(ctrl);
+	if (recvmsg(sock, &msg, 0) != static_cast<ssize_t>(len))
+		return -1;
+	cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_type != SCM_RIGHTS)
+		return -1;
+	int fd = -1;
+	std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+TEST(Ipc, ChildSide)
+{
+	const char *env = std::getenv(kIpcEnv);
+	if (!env)
+		GTEST_SKIP() << "runs only as the child of Ipc.ShareAcrossProcesses";
+	int sock = std::atoi(env);
+	npurtIpcMemHandle_t h{};
+	int fd = recvFd(sock, &h, sizeof(h));
+	ASSERT_GE(fd, 0);
+	h.fd = fd;
+	void *d = nullptr;
+	ASSERT_EQ(npurtIpcOpenMemHandle(&d, h, 0), npurtSuccess) << lastMessage();
+	close(fd);
+	auto want = pattern(1 << 20, 21);
+	std::vector<unsigned char> got(1 << 20);
+	ASSERT_EQ(npurtMemcpy(got.data(), d, got.size(), npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(got, want);
+	auto reply = pattern(1 << 20, 42);
+	ASSERT_EQ(npurtMemcpy(d, reply.data(), reply.size(), npurtMemcpyHostToDevice),
+		  npurtSuccess);
+	npurtPointerAttributes a{};
+	ASSERT_EQ(npurtPointerGetAttributes(&a, d), npurtSuccess);
+	EXPECT_EQ(a.type, npurtMemoryTypeDevice);
+	EXPECT_EQ(npurtFree(d), npurtErrorInvalidValue) << "IPC memory is closed, not freed";
+	EXPECT_EQ(npurtIpcCloseMemHandle(d), npurtSuccess);
+	EXPECT_EQ(npurtIpcCloseMemHandle(d), npurtErrorInvalidValue);
+	char done = 1;
+	ASSERT_EQ(write(sock, &done, 1), 1);
+}
+
+TEST_F(Memory, IpcShareAcrossProcesses)
+{
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 3 << 20), npurtSuccess);
+	void *mid = static_cast<char *>(d) + (1 << 20);
+	auto data = pattern(1 << 20, 21);
+	ASSERT_EQ(npurtMemcpy(mid, data.data(), data.size(), npurtMemcpyHostToDevice),
+		  npurtSuccess);
+	npurtIpcMemHandle_t h{};
+	ASSERT_EQ(npurtIpcGetMemHandle(&h, mid), npurtSuccess) << lastMessage();
+	EXPECT_GE(h.fd, 0);
+
+	int sv[2];
+	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		std::string env = std::string(kIpcEnv) + "=" + std::to_string(sv[1]);
+		putenv(const_cast<char *>(env.c_str()));
+		execl("/proc/self/exe", "npurt_vm_tests", "--gtest_filter=Ipc.ChildSide",
+		      static_cast<char *>(nullptr));
+		_exit(127);
+	}
+	close(sv[1]);
+	ASSERT_EQ(sendFd(sv[0], h.fd, &h, sizeof(h)), 0);
+	close(h.fd);
+	char done = 0;
+	EXPECT_EQ(read(sv[0], &done, 1), 1) << "the child did not finish";
+	int status = 0;
+	waitpid(pid, &status, 0);
+	close(sv[0]);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+	std::vector<unsigned char> got(1 << 20);
+	ASSERT_EQ(npurtMemcpy(got.data(), mid, got.size(), npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(got, pattern(1 << 20, 42)) << "the child's writes are visible here";
+	npurtFree(d);
+
+	npurtIpcMemHandle_t bad{};
+	bad.fd = -1;
+	void *p = nullptr;
+	EXPECT_EQ(npurtIpcOpenMemHandle(&p, bad, 0), npurtErrorInvalidValue);
+	int local = 0;
+	EXPECT_EQ(npurtIpcGetMemHandle(&h, &local), npurtErrorInvalidValue);
+}
+
+}  // namespace

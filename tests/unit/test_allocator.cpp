@@ -1,0 +1,763 @@
+// The caching device-memory allocator against a fake segment backend and a
+// fake stream tracker: pure host logic, no device.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "allocator.h"
+#include "error.h"
+#include "npurt/npurt.h"
+
+using npurt::AllocatorStats;
+using npurt::CachingAllocator;
+using npurt::StreamId;
+
+namespace {
+
+constexpr size_t KiB = 1024;
+constexpr size_t MiB = 1024 * KiB;
+constexpr size_t GiB = 1024 * MiB;
+
+// Hands out segments from an address counter (with a gap, so segments are
+// never adjacent) up to a capacity, and records every call.
+class FakeBackend : public npurt::SegmentBackend {
+public:
+	explicit FakeBackend(size_t capacity = 1ull << 40) : capacity_(capacity) {}
+
+	npurtError_t allocSegment(size_t size, uint64_t *addr) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		allocCalls++;
+		if (failWith != npurtSuccess) {
+			npurtError_t err = failWith;
+			failWith = npurtSuccess;
+			return npurt::setError(err, "fake backend: injected failure");
+		}
+		if (size > capacity_ - used_)
+			return npurtErrorMemoryAllocation;
+		*addr = next_;
+		next_ += size + 64 * MiB;
+		used_ += size;
+		live_[*addr] = size;
+		allocs.push_back(size);
+		return npurtSuccess;
+	}
+
+	void freeSegment(uint64_t addr, size_t size) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		auto it = live_.find(addr);
+		EXPECT_NE(it, live_.end()) << "freeing unknown segment " << addr;
+		if (it == live_.end())
+			return;
+		EXPECT_EQ(it->second, size) << "segment freed with the wrong size";
+		live_.erase(it);
+		used_ -= size;
+		frees.emplace_back(addr, size);
+	}
+
+	void memInfo(size_t *freeBytes, size_t *totalBytes) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		*freeBytes = capacity_ - used_;
+		*totalBytes = capacity_;
+	}
+
+	size_t liveSegments()
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		return live_.size();
+	}
+	size_t used()
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		return used_;
+	}
+
+	// The next allocSegment() fails with this (and records a message).
+	npurtError_t failWith = npurtSuccess;
+	int allocCalls = 0;  // including failed ones
+	std::vector<size_t> allocs;  // sizes of the segments handed out
+	std::vector<std::pair<uint64_t, size_t>> frees;
+
+private:
+	std::mutex mutex_;
+	size_t capacity_;
+	size_t used_ = 0;
+	uint64_t next_ = 0x100000000ull;
+	std::map<uint64_t, size_t> live_;
+};
+
+// Markers complete when the test says so (or at once with autoComplete).
+class FakeTracker : public npurt::StreamTracker {
+public:
+	uint64_t mark(StreamId stream) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		uint64_t id = ++next_;
+		markers_[id] = Marker{stream, false, false};
+		return id;
+	}
+	bool done(uint64_t marker) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		const Marker &m = markers_.at(marker);
+		EXPECT_FALSE(m.released) << "polling a released marker";
+		return autoComplete || m.done;
+	}
+	void release(uint64_t marker) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		Marker &m = markers_.at(marker);
+		EXPECT_FALSE(m.released) << "marker released twice";
+		m.released = true;
+	}
+
+	// Completes every marker taken so far on `stream`.
+	void complete(StreamId stream)
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		for (auto &[id, m] : markers_)
+			if (m.stream == stream)
+				m.done = true;
+	}
+	size_t marked(StreamId stream)
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		size_t n = 0;
+		for (const auto &[id, m] : markers_)
+			n += m.stream == stream;
+		return n;
+	}
+	size_t unreleased()
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		size_t n = 0;
+		for (const auto &[id, m] : markers_)
+			n += !m.released;
+		return n;
+	}
+
+	std::atomic<bool> autoComplete{false};
+
+private:
+	struct Marker {
+		StreamId stream;
+		bool done;
+		bool released;
+	};
+	std::mutex mutex_;
+	uint64_t next_ = 0;
+	std::map<uint64_t, Marker> markers_;
+};
+
+std::string hex(uint64_t addr)
+{
+	char buf[24];
+	std::snprintf(buf, sizeof(buf), "0x%" PRIx64, addr);
+	return buf;
+}
+
+bool contains(const std::string &haystack, const std::string &needle)
+{
+	return haystack.find(needle) != std::string::npos;
+}
+
+class Allocator : public ::testing::Test {
+protected:
+	void SetUp() override { npurtGetLastError(); }
+	void TearDown() override { npurtGetLastError(); }
+
+	// Allocates or fails the test.
+	static uint64_t alloc(CachingAllocator &a, size_t size, StreamId stream = 0)
+	{
+		uint64_t addr = 0;
+		npurtError_t err = a.allocate(size, stream, &addr);
+		EXPECT_EQ(err, npurtSuccess) << npurtGetLastErrorMessage();
+		EXPECT_NE(addr, 0u);
+		return addr;
+	}
+	static void release(CachingAllocator &a, uint64_t addr)
+	{
+		EXPECT_EQ(a.deallocate(addr), npurtSuccess) << npurtGetLastErrorMessage();
+	}
+};
+
+TEST_F(Allocator, ZeroSizeIsNullAndSucceeds)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t addr = 1234;
+	EXPECT_EQ(a.allocate(0, 0, &addr), npurtSuccess);
+	EXPECT_EQ(addr, 0u);
+	EXPECT_EQ(a.deallocate(0), npurtSuccess);
+	EXPECT_EQ(a.recordStream(0, 3), npurtSuccess);
+	EXPECT_FALSE(a.lookup(0, nullptr, nullptr));
+	EXPECT_EQ(be.allocCalls, 0);
+	EXPECT_EQ(a.stats().allocCalls, 0u);
+	EXPECT_EQ(npurtPeekAtLastError(), npurtSuccess);
+
+	EXPECT_EQ(a.allocate(16, 0, nullptr), npurtErrorInvalidValue);
+}
+
+TEST_F(Allocator, SizesAreRoundedTo512)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 1);
+	uint64_t y = alloc(a, 513);
+	uint64_t z = alloc(a, 512);
+	EXPECT_EQ(y, x + 512);
+	EXPECT_EQ(z, y + 1024);
+	AllocatorStats s = a.stats();
+	EXPECT_EQ(s.allocatedBytes.current, 512u + 1024 + 512);
+	EXPECT_EQ(s.requestedBytes.current, 1u + 513 + 512);
+	EXPECT_EQ(be.allocs, std::vector<size_t>{2 * MiB});
+}
+
+TEST_F(Allocator, FreedBlockIsReusedWithoutNewSegment)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 4096);
+	release(a, x);
+	EXPECT_EQ(alloc(a, 4096), x);
+	release(a, x);
+	EXPECT_EQ(alloc(a, 3000), x);  // best fit: the lowest free block that fits
+	uint64_t big = alloc(a, 30 * MiB);
+	release(a, big);
+	EXPECT_EQ(alloc(a, 30 * MiB), big);
+	EXPECT_EQ(be.allocs, (std::vector<size_t>{2 * MiB, 30 * MiB}));
+	EXPECT_EQ(a.stats().segmentAllocs, 2u);
+}
+
+TEST_F(Allocator, SplitsAndCoalesces)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 64 * KiB);
+	uint64_t y = alloc(a, 64 * KiB);
+	uint64_t z = alloc(a, 64 * KiB);
+	EXPECT_EQ(y, x + 64 * KiB);
+	EXPECT_EQ(z, y + 64 * KiB);
+	EXPECT_EQ(a.stats().segments.current, 1u);
+	EXPECT_EQ(a.stats().inactiveSplitBytes.current, 2 * MiB - 192 * KiB);
+
+	release(a, y);  // neighbours live: stays a block of its own
+	EXPECT_EQ(a.stats().inactiveSplitBytes.current, 2 * MiB - 128 * KiB);
+	release(a, x);  // merges with y
+	EXPECT_EQ(alloc(a, 128 * KiB), x);  // best fit is the merged x+y, not the tail
+	release(a, x);
+	release(a, z);  // x+y, z and the tail: the whole segment again
+	AllocatorStats s = a.stats();
+	EXPECT_EQ(s.inactiveSplitBytes.current, 0u);
+	EXPECT_EQ(s.segments.current, 1u);
+	a.emptyCache();  // only possible for an unsplit segment
+	ASSERT_EQ(be.frees.size(), 1u);
+	EXPECT_EQ(be.frees[0], std::make_pair(x, 2 * MiB));
+	EXPECT_EQ(be.liveSegments(), 0u);
+}
+
+TEST_F(Allocator, LargeRequestsShareA20MiBSegment)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 3 * MiB);
+	uint64_t y = alloc(a, 5 * MiB);
+	EXPECT_EQ(y, x + 3 * MiB);
+	EXPECT_EQ(be.allocs, std::vector<size_t>{20 * MiB});
+	// 12 MiB are left; taking 11 would leave 1 MiB, too little to split
+	// off in the large pool, so the request gets all 12.
+	uint64_t z = alloc(a, 11 * MiB);
+	EXPECT_EQ(z, y + 5 * MiB);
+	EXPECT_EQ(a.stats().allocatedBytes.current, 20 * MiB);
+	uint64_t base = 0;
+	size_t size = 0;
+	ASSERT_TRUE(a.lookup(z, &base, &size));
+	EXPECT_EQ(size, 11 * MiB);
+	// Requests of 10 MiB and up get a segment of their own, 2 MiB rounded.
+	alloc(a, 10 * MiB + 1);
+	EXPECT_EQ(be.allocs, (std::vector<size_t>{20 * MiB, 12 * MiB}));
+}
+
+TEST_F(Allocator, SmallAndLargePoolsAreSeparate)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t s = alloc(a, 1 * MiB);  // the largest small request
+	release(a, s);
+	uint64_t l = alloc(a, 1 * MiB + 1);  // the smallest large one
+	EXPECT_NE(l, s);
+	release(a, l);
+	EXPECT_EQ(alloc(a, 512 * KiB), s);
+	EXPECT_EQ(alloc(a, 2 * MiB), l);
+	EXPECT_EQ(be.allocs, (std::vector<size_t>{2 * MiB, 20 * MiB}));
+}
+
+TEST_F(Allocator, OversizeBlocksAreNeverSplit)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 100 * MiB);
+	release(a, x);
+	uint64_t y = alloc(a, 30 * MiB);  // would chop up the 100 MiB block
+	EXPECT_NE(y, x);
+	EXPECT_EQ(alloc(a, 90 * MiB), x);  // leaves 10 MiB idle: fine, but unsplit
+	EXPECT_EQ(a.stats().allocatedBytes.current, 130 * MiB);
+	EXPECT_EQ(a.stats().inactiveSplitBytes.current, 0u);
+	release(a, x);
+	EXPECT_NE(alloc(a, 70 * MiB), x);  // would leave 30 MiB idle
+	EXPECT_EQ(be.allocs, (std::vector<size_t>{100 * MiB, 30 * MiB, 70 * MiB}));
+}
+
+TEST_F(Allocator, StatsTrackCurrentAndPeak)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	AllocatorStats s = a.stats();
+	EXPECT_EQ(s.allocatedBytes.peak, 0u);
+	EXPECT_EQ(s.reservedBytes.peak, 0u);
+
+	uint64_t x = alloc(a, 1000);
+	uint64_t y = alloc(a, 3 * MiB);
+	s = a.stats();
+	EXPECT_EQ(s.allocatedBytes.current, 1024 + 3 * MiB);
+	EXPECT_EQ(s.requestedBytes.current, 1000 + 3 * MiB);
+	EXPECT_EQ(s.reservedBytes.current, 22 * MiB);
+	EXPECT_EQ(s.segments.current, 2u);
+	EXPECT_EQ(s.activeBlocks.current, 2u);
+	EXPECT_EQ(s.inactiveSplitBytes.current, (2 * MiB - 1024) + 17 * MiB);
+	EXPECT_EQ(s.allocCalls, 2u);
+
+	release(a, y);
+	s = a.stats();
+	EXPECT_EQ(s.allocatedBytes.current, 1024u);
+	EXPECT_EQ(s.allocatedBytes.peak, 1024 + 3 * MiB);
+	EXPECT_EQ(s.activeBlocks.current, 1u);
+	EXPECT_EQ(s.activeBlocks.peak, 2u);
+	EXPECT_EQ(s.reservedBytes.current, 22 * MiB);  // cached
+	EXPECT_EQ(s.inactiveSplitBytes.current, 2 * MiB - 1024);  // 20 MiB one is whole
+	EXPECT_EQ(s.inactiveSplitBytes.peak, (2 * MiB - 1024) + 17 * MiB);
+	EXPECT_EQ(s.freeCalls, 1u);
+
+	a.resetPeakStats();
+	s = a.stats();
+	EXPECT_EQ(s.allocatedBytes.peak, 1024u);
+	EXPECT_EQ(s.activeBlocks.peak, 1u);
+	EXPECT_EQ(s.reservedBytes.peak, 22 * MiB);
+	a.emptyCache();
+	s = a.stats();
+	EXPECT_EQ(s.reservedBytes.current, 2 * MiB);
+	EXPECT_EQ(s.reservedBytes.peak, 22 * MiB);
+	EXPECT_EQ(s.segments.current, 1u);
+	EXPECT_EQ(s.segmentAllocs, 2u);
+	EXPECT_EQ(s.segmentFrees, 1u);
+	release(a, x);
+	EXPECT_EQ(a.stats().allocatedBytes.current, 0u);
+	EXPECT_EQ(a.stats().requestedBytes.current, 0u);
+}
+
+TEST_F(Allocator, EmptyCacheReturnsFreeSegmentsToTheBackend)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t s1 = alloc(a, 4096);
+	uint64_t s2 = alloc(a, 4096);  // same small segment as s1
+	uint64_t l = alloc(a, 3 * MiB);
+	uint64_t o = alloc(a, 80 * MiB);
+	release(a, s2);
+	release(a, l);
+	release(a, o);
+	a.emptyCache();
+	EXPECT_EQ(be.frees,
+	          (std::vector<std::pair<uint64_t, size_t>>{{l, 20 * MiB}, {o, 80 * MiB}}));
+	EXPECT_EQ(be.liveSegments(), 1u);  // s1 keeps its segment
+	EXPECT_EQ(a.stats().reservedBytes.current, 2 * MiB);
+	uint64_t base = 0;
+	EXPECT_TRUE(a.lookup(s1, &base, nullptr));
+	release(a, s1);
+	a.emptyCache();
+	EXPECT_EQ(be.liveSegments(), 0u);
+	EXPECT_EQ(a.stats().reservedBytes.current, 0u);
+	EXPECT_EQ(a.stats().segmentFrees, 3u);
+}
+
+TEST_F(Allocator, OutOfMemoryRetriesAfterFreeingTheCache)
+{
+	FakeBackend be(64 * MiB);
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 40 * MiB);
+	release(a, x);  // cached, not enough left beside it for 50 MiB
+	uint64_t y = alloc(a, 50 * MiB);
+	EXPECT_NE(y, 0u);
+	AllocatorStats s = a.stats();
+	EXPECT_EQ(s.cacheFlushRetries, 1u);
+	EXPECT_EQ(s.ooms, 0u);
+	EXPECT_EQ(s.segmentFrees, 1u);
+	EXPECT_EQ(s.reservedBytes.current, 50 * MiB);
+	EXPECT_EQ(be.frees, (std::vector<std::pair<uint64_t, size_t>>{{x, 40 * MiB}}));
+	EXPECT_EQ(be.allocCalls, 3);
+	EXPECT_EQ(npurtPeekAtLastError(), npurtSuccess);
+}
+
+TEST_F(Allocator, OutOfMemoryMessageGivesTheFigures)
+{
+	FakeBackend be(4 * GiB);
+	CachingAllocator a(be, nullptr);
+	alloc(a, 1536 * MiB);
+	alloc(a, 5 * MiB);  // a 20 MiB segment: 15 MiB reserved but unused
+	uint64_t addr = 77;
+	EXPECT_EQ(a.allocate(3 * GiB, 0, &addr), npurtErrorMemoryAllocation);
+	EXPECT_EQ(addr, 0u);
+	std::string msg = npurtGetLastErrorMessage();
+	EXPECT_TRUE(contains(msg, "out of device memory: tried to allocate 3.00 GiB;")) << msg;
+	EXPECT_TRUE(contains(msg, "this process has 1.50 GiB allocated")) << msg;
+	EXPECT_TRUE(contains(msg, "15.00 MiB reserved but unused")) << msg;
+	EXPECT_TRUE(contains(msg, "the device has 2.48 GiB free of 4.00 GiB")) << msg;
+	EXPECT_EQ(npurtPeekAtLastError(), npurtErrorMemoryAllocation);
+	AllocatorStats s = a.stats();
+	EXPECT_EQ(s.ooms, 1u);
+	EXPECT_EQ(s.cacheFlushRetries, 0u);  // nothing cached to free
+	EXPECT_EQ(s.allocCalls, 2u);
+
+	// A small request needs a whole small segment; the message says so.
+	FakeBackend tiny(1 * MiB);
+	CachingAllocator b(tiny, nullptr);
+	EXPECT_EQ(b.allocate(1000, 0, &addr), npurtErrorMemoryAllocation);
+	msg = npurtGetLastErrorMessage();
+	EXPECT_TRUE(contains(msg, "tried to allocate 1000 bytes (in a new segment of 2.00 MiB)"))
+	        << msg;
+	EXPECT_TRUE(contains(msg, "0 bytes allocated, 0 bytes reserved but unused")) << msg;
+	EXPECT_TRUE(contains(msg, "1.00 MiB free of 1.00 MiB")) << msg;
+}
+
+TEST_F(Allocator, OtherBackendErrorsPassThrough)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	be.failWith = npurtErrorOperatingSystem;
+	uint64_t addr = 0;
+	EXPECT_EQ(a.allocate(4096, 0, &addr), npurtErrorOperatingSystem);
+	EXPECT_STREQ(npurtGetLastErrorMessage(), "fake backend: injected failure");
+	EXPECT_EQ(be.allocCalls, 1);  // no retry
+	EXPECT_EQ(a.stats().ooms, 0u);
+	EXPECT_NE(alloc(a, 4096), 0u);  // and the next call works
+}
+
+TEST_F(Allocator, DoubleFreeAndUnknownAddressesAreNamed)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 4096);
+	uint64_t y = alloc(a, 4096);
+	release(a, x);
+	EXPECT_EQ(a.deallocate(x), npurtErrorInvalidValue);
+	std::string msg = npurtGetLastErrorMessage();
+	EXPECT_TRUE(contains(msg, hex(x))) << msg;
+	EXPECT_TRUE(contains(msg, "already freed")) << msg;
+
+	EXPECT_EQ(a.deallocate(0xdeadbeef000ull), npurtErrorInvalidValue);
+	msg = npurtGetLastErrorMessage();
+	EXPECT_TRUE(contains(msg, "0xdeadbeef000")) << msg;
+
+	EXPECT_EQ(a.deallocate(y + 16), npurtErrorInvalidValue);
+	msg = npurtGetLastErrorMessage();
+	EXPECT_TRUE(contains(msg, hex(y + 16))) << msg;
+	EXPECT_TRUE(contains(msg, "inside the allocation at " + hex(y))) << msg;
+
+	EXPECT_EQ(a.recordStream(0xdeadbeef000ull, 1), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(npurtGetLastErrorMessage(), "0xdeadbeef000"));
+
+	// None of that disturbed the books.
+	AllocatorStats s = a.stats();
+	EXPECT_EQ(s.freeCalls, 1u);
+	EXPECT_EQ(s.allocatedBytes.current, 4096u);
+	release(a, y);
+}
+
+TEST_F(Allocator, OverflowingSizesAreInvalid)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	const size_t max = std::numeric_limits<size_t>::max();
+	for (size_t size : {max, max - 511, max - (2 * MiB - 2)}) {
+		uint64_t addr = 5;
+		EXPECT_EQ(a.allocate(size, 0, &addr), npurtErrorInvalidValue) << size;
+		EXPECT_EQ(addr, 0u);
+		std::string msg = npurtGetLastErrorMessage();
+		EXPECT_TRUE(contains(msg, std::to_string(size))) << msg;
+		EXPECT_TRUE(contains(msg, "overflows")) << msg;
+	}
+	EXPECT_EQ(be.allocCalls, 0);
+	// The largest size that rounds is the backend's to refuse.
+	uint64_t addr = 5;
+	EXPECT_EQ(a.allocate(max - (2 * MiB - 1), 0, &addr), npurtErrorMemoryAllocation);
+	EXPECT_EQ(be.allocCalls, 1);
+}
+
+TEST_F(Allocator, FreedBlocksAreReusedOnlyOnTheirStream)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 4096, 1);
+	release(a, x);
+	uint64_t y = alloc(a, 4096, 2);
+	EXPECT_NE(y, x);
+	EXPECT_EQ(a.stats().segmentAllocs, 2u);
+	EXPECT_EQ(alloc(a, 4096, 1), x);
+	uint64_t l = alloc(a, 12 * MiB, 2);
+	release(a, l);
+	EXPECT_NE(alloc(a, 12 * MiB, 0), l);
+	EXPECT_EQ(alloc(a, 12 * MiB, 2), l);
+	EXPECT_EQ(a.stats().segmentAllocs, 4u);
+}
+
+TEST_F(Allocator, RecordStreamParksTheFreedBlockUntilTheMarkerIsDone)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = alloc(a, 4096, 1);
+	EXPECT_EQ(a.recordStream(x + 100, 2), npurtSuccess);  // any address inside
+	EXPECT_EQ(a.recordStream(x, 2), npurtSuccess);  // once is enough
+	EXPECT_EQ(a.recordStream(x, 1), npurtSuccess);  // its own stream: nothing to do
+	EXPECT_EQ(tr.marked(2), 0u);  // markers are taken at free time
+	release(a, x);
+	EXPECT_EQ(tr.marked(2), 1u);
+	EXPECT_EQ(tr.marked(1), 0u);
+	AllocatorStats s = a.stats();
+	EXPECT_EQ(s.allocatedBytes.current, 0u);
+	EXPECT_EQ(s.activeBlocks.current, 1u);  // parked
+	EXPECT_FALSE(a.lookup(x, nullptr, nullptr));
+	EXPECT_EQ(a.deallocate(x), npurtErrorInvalidValue);
+
+	uint64_t y = alloc(a, 4096, 1);
+	EXPECT_NE(y, x);
+	tr.complete(2);
+	EXPECT_EQ(alloc(a, 4096, 1), x);
+	EXPECT_EQ(tr.unreleased(), 0u);
+	EXPECT_EQ(a.stats().activeBlocks.current, 2u);
+}
+
+TEST_F(Allocator, EmptyCacheKeepsParkedBlocksAndPollsThem)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = alloc(a, 3 * MiB, 1);
+	EXPECT_EQ(a.recordStream(x, 3), npurtSuccess);
+	EXPECT_EQ(a.recordStream(x, 4), npurtSuccess);
+	release(a, x);
+	a.emptyCache();
+	EXPECT_TRUE(be.frees.empty());
+	tr.complete(3);
+	a.emptyCache();  // still waiting on stream 4
+	EXPECT_TRUE(be.frees.empty());
+	EXPECT_EQ(tr.unreleased(), 2u);
+	tr.complete(4);
+	a.emptyCache();
+	EXPECT_EQ(be.frees, (std::vector<std::pair<uint64_t, size_t>>{{x, 20 * MiB}}));
+	EXPECT_EQ(tr.unreleased(), 0u);
+	EXPECT_EQ(a.stats().activeBlocks.current, 0u);
+}
+
+TEST_F(Allocator, RecordStreamWithoutATrackerDoesNotPark)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 4096, 1);
+	EXPECT_EQ(a.recordStream(x, 2), npurtSuccess);
+	release(a, x);
+	EXPECT_EQ(alloc(a, 4096, 1), x);
+}
+
+TEST_F(Allocator, LookupFindsTheLiveAllocationContainingAnAddress)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 1000);
+	uint64_t y = alloc(a, 4096);
+	uint64_t base = 0;
+	size_t size = 0;
+	EXPECT_TRUE(a.lookup(x, &base, &size));
+	EXPECT_EQ(base, x);
+	EXPECT_EQ(size, 1000u);
+	base = 0;
+	EXPECT_TRUE(a.lookup(x + 999, &base, &size));
+	EXPECT_EQ(base, x);
+	EXPECT_FALSE(a.lookup(x + 1000, &base, &size));  // past the end (rounding slack)
+	EXPECT_FALSE(a.lookup(x - 1, &base, &size));
+	EXPECT_TRUE(a.lookup(y + 4095, &base, &size));
+	EXPECT_EQ(base, y);
+	EXPECT_EQ(size, 4096u);
+	EXPECT_FALSE(a.lookup(y + 4096, &base, &size));
+	release(a, x);
+	EXPECT_FALSE(a.lookup(x, &base, &size));
+	EXPECT_TRUE(a.lookup(y, &base, &size));
+}
+
+TEST_F(Allocator, ConcurrentUseNeverHandsOutOverlappingRanges)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	tr.autoComplete = true;
+	CachingAllocator a(be, &tr);
+	std::mutex mutex;
+	std::map<uint64_t, uint64_t> ranges;  // live ranges: start -> end
+	std::atomic<int> overlaps{0}, failures{0};
+
+	auto worker = [&](unsigned id) {
+		std::mt19937_64 rng(id);
+		std::vector<std::pair<uint64_t, size_t>> mine;
+		const StreamId stream = id % 3;
+		for (int i = 0; i < 3000; i++) {
+			if (mine.size() < 24 && (mine.empty() || rng() % 2)) {
+				size_t size = rng() % 4 == 0 ? 1 + rng() % (12 * MiB)
+				                             : 1 + rng() % (64 * KiB);
+				uint64_t addr = 0;
+				if (a.allocate(size, stream, &addr) != npurtSuccess) {
+					failures++;
+					continue;
+				}
+				{
+					std::lock_guard<std::mutex> lock(mutex);
+					auto next = ranges.lower_bound(addr);
+					if (next != ranges.end() && next->first < addr + size)
+						overlaps++;
+					if (next != ranges.begin() &&
+					    std::prev(next)->second > addr)
+						overlaps++;
+					ranges[addr] = addr + size;
+				}
+				mine.emplace_back(addr, size);
+				if (rng() % 8 == 0)
+					a.recordStream(addr, (stream + 1) % 3);
+			} else {
+				size_t k = rng() % mine.size();
+				auto [addr, size] = mine[k];
+				mine[k] = mine.back();
+				mine.pop_back();
+				uint64_t base = 0;
+				size_t got = 0;
+				if (!a.lookup(addr + size - 1, &base, &got) || base != addr ||
+				    got != size)
+					failures++;
+				{
+					std::lock_guard<std::mutex> lock(mutex);
+					ranges.erase(addr);
+				}
+				if (a.deallocate(addr) != npurtSuccess)
+					failures++;
+			}
+			if (i % 500 == 499)
+				a.emptyCache();
+		}
+		for (auto [addr, size] : mine) {
+			{
+				std::lock_guard<std::mutex> lock(mutex);
+				ranges.erase(addr);
+			}
+			if (a.deallocate(addr) != npurtSuccess)
+				failures++;
+		}
+	};
+	std::vector<std::thread> threads;
+	for (unsigned t = 0; t < 8; t++)
+		threads.emplace_back(worker, t);
+	for (auto &t : threads)
+		t.join();
+
+	EXPECT_EQ(overlaps.load(), 0);
+	EXPECT_EQ(failures.load(), 0);
+	AllocatorStats s = a.stats();
+	EXPECT_EQ(s.allocatedBytes.current, 0u);
+	EXPECT_EQ(s.allocCalls, s.freeCalls);
+	EXPECT_EQ(s.reservedBytes.current, be.used());
+	a.emptyCache();
+	EXPECT_EQ(be.liveSegments(), 0u);
+	EXPECT_EQ(a.stats().activeBlocks.current, 0u);
+	EXPECT_EQ(tr.unreleased(), 0u);
+}
+
+TEST_F(Allocator, DestructorFreesEverySegment)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	{
+		CachingAllocator a(be, &tr);
+		alloc(a, 4096);  // live, small
+		uint64_t l = alloc(a, 3 * MiB);
+		alloc(a, 4 * MiB);  // live, in the same segment as l
+		alloc(a, 100 * MiB);  // live, oversize
+		release(a, alloc(a, 30 * MiB));  // cached
+		uint64_t p = alloc(a, 4096, 5);
+		a.recordStream(p, 6);
+		release(a, p);  // parked
+		release(a, l);
+		EXPECT_EQ(be.liveSegments(), 5u);
+	}
+	EXPECT_EQ(be.liveSegments(), 0u);
+	EXPECT_EQ(be.frees.size(), be.allocs.size());
+	EXPECT_EQ(be.used(), 0u);
+	EXPECT_EQ(tr.unreleased(), 0u);
+}
+
+// Random sizes from 1 KiB to 32 MiB, spread evenly over the powers of two so
+// both pools and the oversize-free large range are exercised, allocated and
+// freed in random order. Reports peak reserved / peak allocated.
+TEST_F(Allocator, FragmentationOfARandomWorkloadStaysLow)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	std::mt19937_64 rng(20240601);
+	std::vector<uint64_t> live;
+	uint64_t peakRequested = 0, requested = 0;
+	std::map<uint64_t, size_t> sizes;
+	for (int op = 0; op < 6000; op++) {
+		if (live.empty() || rng() % 2) {
+			unsigned shift = 10 + rng() % 15;  // sizes in (2^shift, 2^(shift+1)]
+			size_t size = (size_t{1} << shift) + rng() % (size_t{1} << shift) + 1;
+			uint64_t addr = alloc(a, size);
+			live.push_back(addr);
+			sizes[addr] = size;
+			requested += size;
+			peakRequested = std::max(peakRequested, requested);
+		} else {
+			size_t k = rng() % live.size();
+			uint64_t addr = live[k];
+			live[k] = live.back();
+			live.pop_back();
+			requested -= sizes[addr];
+			sizes.erase(addr);
+			release(a, addr);
+		}
+	}
+	AllocatorStats s = a.stats();
+	EXPECT_EQ(s.reservedBytes.current, be.used());
+	double ratio = static_cast<double>(s.reservedBytes.peak) / s.allocatedBytes.peak;
+	std::printf("[ fragmentation ] peak reserved %.1f MiB / peak allocated %.1f MiB = %.3f "
+	            "(peak requested %.1f MiB); %" PRIu64 " segment allocations\n",
+	            s.reservedBytes.peak / double(MiB), s.allocatedBytes.peak / double(MiB), ratio,
+	            peakRequested / double(MiB), s.segmentAllocs);
+	EXPECT_LE(ratio, 2.0);
+
+	for (uint64_t addr : live)
+		release(a, addr);
+	a.emptyCache();
+	s = a.stats();
+	EXPECT_EQ(s.inactiveSplitBytes.current, 0u);
+	EXPECT_EQ(s.reservedBytes.current, 0u);
+	EXPECT_EQ(be.liveSegments(), 0u);
+}
+
+}  // namespace

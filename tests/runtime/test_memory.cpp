@@ -528,3 +528,35 @@ TEST_F(Memory, IpcShareAcrossProcesses)
 }
 
 }  // namespace
+
+namespace {
+
+// npu-smi lists this process with the device memory it holds.
+TEST(NpuSmi, ShowsThisProcess)
+{
+	void *d = nullptr;
+	ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
+	ASSERT_EQ(npurtMalloc(&d, 6 << 20), npurtSuccess);
+	char self[4096] = {};
+	ASSERT_GT(readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
+	std::string smi = std::string(self);
+	smi = smi.substr(0, smi.rfind('/')) + "/npu-smi --json";
+	FILE *f = popen(smi.c_str(), "r");
+	ASSERT_NE(f, nullptr);
+	std::string out;
+	char buf[4096];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		out.append(buf, n);
+	EXPECT_EQ(pclose(f), 0) << out;
+	std::string me = "\"pid\": " + std::to_string(getpid()) + ",";
+	size_t at = out.find(me);
+	ASSERT_NE(at, std::string::npos) << out;
+	// The pool reserved at least the 6 MiB asked for.
+	size_t mem = out.find("\"device_memory\": ", at);
+	ASSERT_NE(mem, std::string::npos);
+	EXPECT_GE(std::strtoull(out.c_str() + mem + 17, nullptr, 10), 6ull << 20) << out;
+	npurtFree(d);
+}
+
+}  // namespace

@@ -17,7 +17,7 @@ CHECKPATCH := $(BUILD)/linux-src/scripts/checkpatch.pl
 KERNEL_SOURCES = $(filter-out %.mod.c %/npu_config.h,$(wildcard $(TOP)/kernel/*.c \
 	$(TOP)/kernel/*.h $(TOP)/kernel/probes/*.c))
 
-.PHONY: all deps kernel userspace kselftests test demo check check-kernel \
+.PHONY: all deps kernel userspace kselftests test demo bench check check-kernel \
 	check-cxx load unload install clean help
 
 all: kernel userspace kselftests
@@ -27,6 +27,7 @@ help:
 	@echo "make             build npu.ko, libnpurt, tools, examples and tests"
 	@echo "make demo        boot the VM with the module and run the demo"
 	@echo "make test        host unit tests, then all VM suites; prints 'N passed, N failed'"
+	@echo "make bench       boot the VM and run npurt-bench (ratios against limits measured in the same run)"
 	@echo "make check       checkpatch and sparse on the kernel, clang-format/clang-tidy on C++"
 	@echo "make load        load npu.ko on this host (kernel must match; PARAMS='num_devices=4')"
 	@echo "make unload      unload it"
@@ -50,6 +51,12 @@ kselftests: deps
 
 test: all
 	@$(TOP)/tests/run-tests.sh
+
+bench: all
+	@mkdir -p $(BUILD)/bench
+	@$(VMRUN) --out $(BUILD)/vm-bench $(addprefix -p ,$(PARAMS)) -- \
+		$(CMAKE_BUILD)/bin/npurt-bench --json $(BUILD)/bench/bench.json
+	@echo "JSON: $(BUILD)/bench/bench.json"
 
 demo: all
 	@$(VMRUN) --out $(BUILD)/vm-demo $(addprefix -p ,$(PARAMS)) -- $(CMAKE_BUILD)/bin/npurt-demo

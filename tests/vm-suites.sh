@@ -58,12 +58,16 @@ run example_device_query cmd "$bin/example_device_query"
 run npu-smi cmd "$bin/npu-smi"
 run npu-smi-json cmd "$bin/npu-smi" --json
 
-# Other shapes of the device: 1 and 4 NPUs.
-for n in 1 4; do
-	if reload num_devices=$n; then
-		NPU_EXPECT_DEVICES=$n run_all_suites "-$n-devices"
+# Other shapes of the device: 1 and 4 NPUs, and a small device memory
+# (128 MiB) on which the out-of-memory paths run for real.
+for shape in num_devices=1 num_devices=4 mem_size_mb=128; do
+	if reload "$shape"; then
+		case "$shape" in
+		num_devices=*) NPU_EXPECT_DEVICES=${shape#num_devices=} run_all_suites "-$shape" ;;
+		*) run_all_suites "-$shape" ;;
+		esac
 	else
-		check "load-num_devices=$n" 0 "insmod num_devices=$n failed"
+		check "load-$shape" 0 "insmod $shape failed"
 	fi
 done
 

@@ -50,8 +50,9 @@ std::string mib(unsigned long long bytes)
 unsigned long long field(const std::string &line, const std::string &key)
 {
 	size_t at = line.find(" " + key + " ");
-	return at == std::string::npos ? 0 : std::strtoull(line.c_str() + at + key.size() + 2,
-							     nullptr, 10);
+	return at == std::string::npos
+	               ? 0
+	               : std::strtoull(line.c_str() + at + key.size() + 2, nullptr, 10);
 }
 
 // Reads /sys/kernel/debug/dri/<render minor>/npu_clients: one line per
@@ -63,7 +64,7 @@ bool readClients(const npurtDeviceProp &p, std::vector<Process> *out)
 	if (stat(p.devicePath, &st))
 		return false;
 	std::ifstream f("/sys/kernel/debug/dri/" + std::to_string(minor(st.st_rdev)) +
-			"/npu_clients");
+	                "/npu_clients");
 	if (!f)
 		return false;
 	std::map<long, Process> byPid;
@@ -93,48 +94,48 @@ bool readClients(const npurtDeviceProp &p, std::vector<Process> *out)
 void printTable(const std::vector<Npu> &npus, int driverVersion)
 {
 	std::printf("npu-smi  runtime %d.%d  driver uAPI %d.%d\n", NPURT_VERSION_MAJOR,
-		    NPURT_VERSION_MINOR, driverVersion / 1000, driverVersion % 1000 / 10);
+	            NPURT_VERSION_MINOR, driverVersion / 1000, driverVersion % 1000 / 10);
 	std::printf("%-4s %-10s %-20s %21s %6s %8s %11s %s\n", "NPU", "Name", "Node",
-		    "Memory used / total", "Copy", "Compute", "Clock", "Flags");
+	            "Memory used / total", "Copy", "Compute", "Clock", "Flags");
 	for (const auto &n : npus) {
 		const auto &p = n.prop;
 		std::string mem = mib(n.totalBytes - n.freeBytes) + " / " + mib(n.totalBytes);
 		std::printf("%-4d %-10s %-20s %21s %6d %8d %7llu MHz %s\n", n.ordinal, p.name,
-			    p.devicePath, mem.c_str(), p.copyEngineCount, p.computeEngineCount,
-			    static_cast<unsigned long long>(p.clockRateHz / 1000000),
-			    p.emulated ? "emulated" : "-");
+		            p.devicePath, mem.c_str(), p.copyEngineCount, p.computeEngineCount,
+		            static_cast<unsigned long long>(p.clockRateHz / 1000000),
+		            p.emulated ? "emulated" : "-");
 	}
 	std::printf("\nProcesses:\n%-4s %8s %-16s %14s %14s %6s %9s\n", "NPU", "PID", "Name",
-		    "Device memory", "Pinned host", "BOs", "Mappings");
+	            "Device memory", "Pinned host", "BOs", "Mappings");
 	for (const auto &n : npus) {
 		if (!n.clientsKnown) {
 			std::printf("%-4d (per-process use needs read access to debugfs: run as "
-				    "root)\n",
-				    n.ordinal);
+			            "root)\n",
+			            n.ordinal);
 			continue;
 		}
 		for (const auto &pr : n.processes)
 			std::printf("%-4d %8ld %-16s %14s %14s %6llu %9llu\n", n.ordinal, pr.pid,
-				    pr.name.c_str(), mib(pr.deviceBytes).c_str(),
-				    mib(pr.pinnedBytes).c_str(), pr.bos, pr.mappings);
+			            pr.name.c_str(), mib(pr.deviceBytes).c_str(),
+			            mib(pr.pinnedBytes).c_str(), pr.bos, pr.mappings);
 	}
 }
 
 void printJson(const std::vector<Npu> &npus, int driverVersion)
 {
 	std::printf("{\"runtime_version\": %d, \"driver_version\": %d, \"devices\": [",
-		    NPURT_VERSION, driverVersion);
+	            NPURT_VERSION, driverVersion);
 	const char *sep = "";
 	for (const auto &n : npus) {
 		const auto &p = n.prop;
 		std::printf("%s\n  {\"ordinal\": %d, \"index\": %d, \"name\": \"%s\", "
-			    "\"node\": \"%s\", \"memory_total\": %zu, \"memory_used\": %zu, "
-			    "\"copy_engines\": %d, \"compute_engines\": %d, \"clock_hz\": %llu, "
-			    "\"emulated\": %s, \"processes\": ",
-			    sep, n.ordinal, p.deviceIndex, p.name, p.devicePath, n.totalBytes,
-			    n.totalBytes - n.freeBytes, p.copyEngineCount, p.computeEngineCount,
-			    static_cast<unsigned long long>(p.clockRateHz),
-			    p.emulated ? "true" : "false");
+		            "\"node\": \"%s\", \"memory_total\": %zu, \"memory_used\": %zu, "
+		            "\"copy_engines\": %d, \"compute_engines\": %d, \"clock_hz\": %llu, "
+		            "\"emulated\": %s, \"processes\": ",
+		            sep, n.ordinal, p.deviceIndex, p.name, p.devicePath, n.totalBytes,
+		            n.totalBytes - n.freeBytes, p.copyEngineCount, p.computeEngineCount,
+		            static_cast<unsigned long long>(p.clockRateHz),
+		            p.emulated ? "true" : "false");
 		if (!n.clientsKnown) {
 			std::printf("null}");
 		} else {
@@ -142,10 +143,10 @@ void printJson(const std::vector<Npu> &npus, int driverVersion)
 			const char *psep = "";
 			for (const auto &pr : n.processes) {
 				std::printf("%s{\"pid\": %ld, \"name\": \"%s\", "
-					    "\"device_memory\": %llu, \"pinned_host\": %llu, "
-					    "\"bos\": %llu, \"mappings\": %llu}",
-					    psep, pr.pid, pr.name.c_str(), pr.deviceBytes,
-					    pr.pinnedBytes, pr.bos, pr.mappings);
+				            "\"device_memory\": %llu, \"pinned_host\": %llu, "
+				            "\"bos\": %llu, \"mappings\": %llu}",
+				            psep, pr.pid, pr.name.c_str(), pr.deviceBytes,
+				            pr.pinnedBytes, pr.bos, pr.mappings);
 				psep = ", ";
 			}
 			std::printf("]}");
@@ -208,7 +209,8 @@ int main(int argc, char **argv)
 		n.ordinal = d;
 		if ((err = npurtGetDeviceProperties(&n.prop, d)))
 			return fail("properties", d, err);
-		if ((err = npurtSetDevice(d)) || (err = npurtMemGetInfo(&n.freeBytes, &n.totalBytes)))
+		if ((err = npurtSetDevice(d)) ||
+		    (err = npurtMemGetInfo(&n.freeBytes, &n.totalBytes)))
 			return fail("memory", d, err);
 		n.clientsKnown = readClients(n.prop, &n.processes);
 		npus.push_back(std::move(n));

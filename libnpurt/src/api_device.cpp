@@ -20,67 +20,92 @@ extern "C" {
 
 npurtError_t npurtRuntimeGetVersion(int *version)
 {
-	if (!version)
-		return nullArgument("npurtRuntimeGetVersion", "version");
-	*version = NPURT_VERSION;
-	return npurtSuccess;
+	try {
+		if (!version)
+			return nullArgument("npurtRuntimeGetVersion", "version");
+		*version = NPURT_VERSION;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtRuntimeGetVersion");
+	}
 }
 
 npurtError_t npurtDriverGetVersion(int *version)
 {
-	if (!version)
-		return nullArgument("npurtDriverGetVersion", "version");
-	Runtime &rt = Runtime::instance();
-	// Like CUDA: no driver is version 0, not an error.
-	*version = rt.start(false) == npurtSuccess ? rt.device(0).prop().driverApiVersion : 0;
-	return npurtSuccess;
+	try {
+		if (!version)
+			return nullArgument("npurtDriverGetVersion", "version");
+		Runtime &rt = Runtime::instance();
+		// Like CUDA: no driver is version 0, not an error.
+		*version =
+		        rt.start(false) == npurtSuccess ? rt.device(0).prop().driverApiVersion : 0;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtDriverGetVersion");
+	}
 }
 
 npurtError_t npurtGetDeviceCount(int *count)
 {
-	if (!count)
-		return nullArgument("npurtGetDeviceCount", "count");
-	Runtime &rt = Runtime::instance();
-	npurtError_t err = rt.start();
-	*count = err == npurtSuccess ? rt.deviceCount() : 0;
-	return err;
+	try {
+		if (!count)
+			return nullArgument("npurtGetDeviceCount", "count");
+		Runtime &rt = Runtime::instance();
+		npurtError_t err = rt.start();
+		*count = err == npurtSuccess ? rt.deviceCount() : 0;
+		return err;
+	} catch (...) {
+		return npurt::errorFromException("npurtGetDeviceCount");
+	}
 }
 
 npurtError_t npurtGetDeviceProperties(npurtDeviceProp *prop, int device)
 {
-	if (!prop)
-		return nullArgument("npurtGetDeviceProperties", "prop");
-	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	if (npurtError_t err = rt.checkOrdinal(device, "npurtGetDeviceProperties"))
-		return err;
-	*prop = rt.device(device).prop();
-	return npurtSuccess;
+	try {
+		if (!prop)
+			return nullArgument("npurtGetDeviceProperties", "prop");
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		if (npurtError_t err = rt.checkOrdinal(device, "npurtGetDeviceProperties"))
+			return err;
+		*prop = rt.device(device).prop();
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtGetDeviceProperties");
+	}
 }
 
 npurtError_t npurtSetDevice(int device)
 {
-	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	if (npurtError_t err = rt.checkOrdinal(device, "npurtSetDevice"))
-		return err;
-	// As in CUDA: the device's primary context becomes current.
-	npurt::setThreadContext(nullptr);
-	npurt::threadDevice() = device;
-	return npurtSuccess;
+	try {
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		if (npurtError_t err = rt.checkOrdinal(device, "npurtSetDevice"))
+			return err;
+		// As in CUDA: the device's primary context becomes current.
+		npurt::setThreadContext(nullptr);
+		npurt::threadDevice() = device;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtSetDevice");
+	}
 }
 
 npurtError_t npurtGetDevice(int *device)
 {
-	if (!device)
-		return nullArgument("npurtGetDevice", "device");
-	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	*device = npurt::threadDevice();
-	return npurtSuccess;
+	try {
+		if (!device)
+			return nullArgument("npurtGetDevice", "device");
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		*device = npurt::threadDevice();
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtGetDevice");
+	}
 }
 
 }  // extern "C"

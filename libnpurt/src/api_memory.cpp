@@ -1,6 +1,6 @@
 // C API: contexts, memory, copies and IPC.
-#include <sys/mman.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,7 +52,7 @@ struct DeviceSide {
 // Resolves p as device memory; false if it is not. An address inside the
 // device window that is not live memory is an error (freed, or bogus).
 npurtError_t resolveDevice(const char *api, const char *what, const void *p, Context *hint,
-			   DeviceSide *out, bool *isDevice)
+                           DeviceSide *out, bool *isDevice)
 {
 	Runtime &rt = Runtime::instance();
 	*isDevice = false;
@@ -63,27 +63,27 @@ npurtError_t resolveDevice(const char *api, const char *what, const void *p, Con
 	}
 	if (rt.deviceOfAddress(addrOf(p)) >= 0)
 		return setError(npurtErrorInvalidValue,
-				std::string(api) + ": " + what + " " + hex(addrOf(p)) +
-					" is a device address but not live device memory "
-					"(freed, or never allocated)");
+		                std::string(api) + ": " + what + " " + hex(addrOf(p)) +
+		                        " is a device address but not live device memory "
+		                        "(freed, or never allocated)");
 	return npurtSuccess;
 }
 
 npurtError_t checkBounds(const char *api, const char *what, const void *p, size_t count,
-			 const DeviceSide &d)
+                         const DeviceSide &d)
 {
 	uint64_t off = addrOf(p) - d.base;
 	if (count <= d.size && off <= d.size - count)
 		return npurtSuccess;
 	return setError(npurtErrorInvalidValue,
-			std::string(api) + ": " + std::to_string(count) + " bytes at " + what +
-				" " + hex(addrOf(p)) + " overrun its allocation of " +
-				std::to_string(d.size) + " bytes at " + hex(d.base));
+	                std::string(api) + ": " + std::to_string(count) + " bytes at " + what +
+	                        " " + hex(addrOf(p)) + " overrun its allocation of " +
+	                        std::to_string(d.size) + " bytes at " + hex(d.base));
 }
 
 // One VM_ACCESS, chunked to the driver's limit.
 npurtError_t vmAccess(const char *api, Context *ctx, uint64_t devAddr, void *host, size_t count,
-		      bool write)
+                      bool write)
 {
 	while (count) {
 		size_t n = std::min<uint64_t>(count, kAccessChunk);
@@ -95,16 +95,18 @@ npurtError_t vmAccess(const char *api, Context *ctx, uint64_t devAddr, void *hos
 		int ret = ctx->node().ioctl(DRM_IOCTL_NPU_VM_ACCESS, &a);
 		if (ret == -ENXIO || ret == -EACCES)
 			return setError(npurtErrorDeviceFault,
-					std::string(api) + ": device fault at " + hex(a.fault_addr) +
-						(ret == -EACCES ? " (write to read-only memory)"
-								: " (unmapped)"));
+			                std::string(api) + ": device fault at " +
+			                        hex(a.fault_addr) +
+			                        (ret == -EACCES ? " (write to read-only memory)"
+			                                        : " (unmapped)"));
 		if (ret == -EFAULT)
 			return setError(npurtErrorInvalidValue,
-					std::string(api) + ": the host buffer at " + hex(addrOf(host)) +
-						" is not accessible");
+			                std::string(api) + ": the host buffer at " +
+			                        hex(addrOf(host)) + " is not accessible");
 		if (ret)
-			return setError(npurt::errorFromErrno(ret),
-					npurt::osMessage(std::string(api) + ": device access", ret));
+			return setError(
+			        npurt::errorFromErrno(ret),
+			        npurt::osMessage(std::string(api) + ": device access", ret));
 		devAddr += n;
 		host = static_cast<char *>(host) + n;
 		count -= n;
@@ -139,506 +141,612 @@ extern "C" {
 
 npurtError_t npurtCtxCreate(npurtContext_t *ctx, unsigned int flags, int device)
 {
-	if (!ctx)
-		return nullArgument("npurtCtxCreate", "ctx");
-	if (flags)
-		return setError(npurtErrorInvalidValue,
-				"npurtCtxCreate: flags must be 0, not " + hex(flags));
-	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	if (npurtError_t err = rt.checkOrdinal(device, "npurtCtxCreate"))
-		return err;
-	Context *c = nullptr;
-	if (npurtError_t err = rt.createContext(device, &c, "npurtCtxCreate"))
-		return err;
-	npurt::setThreadContext(c);
-	npurt::threadDevice() = device;
-	*ctx = c;
-	return npurtSuccess;
+	try {
+		if (!ctx)
+			return nullArgument("npurtCtxCreate", "ctx");
+		if (flags)
+			return setError(npurtErrorInvalidValue,
+			                "npurtCtxCreate: flags must be 0, not " + hex(flags));
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		if (npurtError_t err = rt.checkOrdinal(device, "npurtCtxCreate"))
+			return err;
+		Context *c = nullptr;
+		if (npurtError_t err = rt.createContext(device, &c, "npurtCtxCreate"))
+			return err;
+		npurt::setThreadContext(c);
+		npurt::threadDevice() = device;
+		*ctx = c;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtCtxCreate");
+	}
 }
 
 npurtError_t npurtCtxDestroy(npurtContext_t ctx)
 {
-	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	if (!ctx)
-		return nullArgument("npurtCtxDestroy", "ctx");
-	return rt.destroyContext(static_cast<Context *>(ctx));
+	try {
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		if (!ctx)
+			return nullArgument("npurtCtxDestroy", "ctx");
+		return rt.destroyContext(static_cast<Context *>(ctx));
+	} catch (...) {
+		return npurt::errorFromException("npurtCtxDestroy");
+	}
 }
 
 npurtError_t npurtCtxSetCurrent(npurtContext_t ctx)
 {
-	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	if (ctx && !rt.isContext(ctx))
-		return setError(npurtErrorInvalidHandle,
-				"npurtCtxSetCurrent: not a live context (destroyed, or not "
-				"made by npurtCtxCreate)");
-	auto *c = static_cast<Context *>(ctx);
-	npurt::setThreadContext(c);
-	if (c)
-		npurt::threadDevice() = c->ordinal();
-	return npurtSuccess;
+	try {
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		if (ctx && !rt.isContext(ctx))
+			return setError(npurtErrorInvalidHandle,
+			                "npurtCtxSetCurrent: not a live context (destroyed, or not "
+			                "made by npurtCtxCreate)");
+		auto *c = static_cast<Context *>(ctx);
+		npurt::setThreadContext(c);
+		if (c)
+			npurt::threadDevice() = c->ordinal();
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtCtxSetCurrent");
+	}
 }
 
 npurtError_t npurtCtxGetCurrent(npurtContext_t *ctx)
 {
-	if (!ctx)
-		return nullArgument("npurtCtxGetCurrent", "ctx");
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, "npurtCtxGetCurrent"))
-		return err;
-	*ctx = c;
-	return npurtSuccess;
+	try {
+		if (!ctx)
+			return nullArgument("npurtCtxGetCurrent", "ctx");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtCtxGetCurrent"))
+			return err;
+		*ctx = c;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtCtxGetCurrent");
+	}
 }
 
 npurtError_t npurtCtxGetDevice(int *device)
 {
-	if (!device)
-		return nullArgument("npurtCtxGetDevice", "device");
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, "npurtCtxGetDevice"))
-		return err;
-	*device = c->ordinal();
-	return npurtSuccess;
+	try {
+		if (!device)
+			return nullArgument("npurtCtxGetDevice", "device");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtCtxGetDevice"))
+			return err;
+		*device = c->ordinal();
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtCtxGetDevice");
+	}
 }
 
 npurtError_t npurtMalloc(void **devPtr, size_t size)
 {
-	if (!devPtr)
-		return nullArgument("npurtMalloc", "devPtr");
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, "npurtMalloc"))
-		return err;
-	uint64_t addr = 0;
-	npurtError_t err = c->pool().allocate(size, 0, &addr);
-	if (err)
-		return err;
-	*devPtr = reinterpret_cast<void *>(addr);
-	return npurtSuccess;
+	try {
+		if (!devPtr)
+			return nullArgument("npurtMalloc", "devPtr");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtMalloc"))
+			return err;
+		uint64_t addr = 0;
+		npurtError_t err = c->pool().allocate(size, 0, &addr);
+		if (err)
+			return err;
+		*devPtr = reinterpret_cast<void *>(addr);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMalloc");
+	}
 }
 
 npurtError_t npurtFree(void *devPtr)
 {
-	if (!devPtr)
-		return npurtSuccess;
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, "npurtFree"))
-		return err;
-	uint64_t base = 0;
-	size_t size = 0;
-	Context *owner = Runtime::instance().findDeviceMemory(addrOf(devPtr), c, &base, &size);
-	if (!owner)
-		return setError(npurtErrorInvalidValue,
-				"npurtFree: " + hex(addrOf(devPtr)) +
-					" is not device memory from npurtMalloc (freed already, "
-					"host memory, or a bad pointer)");
-	uint64_t b2 = 0;
-	size_t s2 = 0;
-	if (!owner->pool().lookup(addrOf(devPtr), &b2, &s2))
-		return setError(npurtErrorInvalidValue,
-				"npurtFree: " + hex(addrOf(devPtr)) +
-					" was opened with npurtIpcOpenMemHandle; close it with "
-					"npurtIpcCloseMemHandle");
-	return owner->pool().deallocate(addrOf(devPtr));
+	try {
+		if (!devPtr)
+			return npurtSuccess;
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtFree"))
+			return err;
+		uint64_t base = 0;
+		size_t size = 0;
+		Context *owner =
+		        Runtime::instance().findDeviceMemory(addrOf(devPtr), c, &base, &size);
+		if (!owner)
+			return setError(
+			        npurtErrorInvalidValue,
+			        "npurtFree: " + hex(addrOf(devPtr)) +
+			                " is not device memory from npurtMalloc (freed already, "
+			                "host memory, or a bad pointer)");
+		uint64_t b2 = 0;
+		size_t s2 = 0;
+		if (!owner->pool().lookup(addrOf(devPtr), &b2, &s2))
+			return setError(
+			        npurtErrorInvalidValue,
+			        "npurtFree: " + hex(addrOf(devPtr)) +
+			                " was opened with npurtIpcOpenMemHandle; close it with "
+			                "npurtIpcCloseMemHandle");
+		return owner->pool().deallocate(addrOf(devPtr));
+	} catch (...) {
+		return npurt::errorFromException("npurtFree");
+	}
 }
 
 npurtError_t npurtMemGetInfo(size_t *freeBytes, size_t *totalBytes)
 {
-	if (!freeBytes || !totalBytes)
-		return nullArgument("npurtMemGetInfo", !freeBytes ? "freeBytes" : "totalBytes");
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, "npurtMemGetInfo"))
-		return err;
-	uint64_t f = 0, t = 0;
-	if (npurtError_t err = c->queryMemory(&f, &t))
-		return err;
-	*freeBytes = f;
-	*totalBytes = t;
-	return npurtSuccess;
+	try {
+		if (!freeBytes || !totalBytes)
+			return nullArgument("npurtMemGetInfo",
+			                    !freeBytes ? "freeBytes" : "totalBytes");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtMemGetInfo"))
+			return err;
+		uint64_t f = 0, t = 0;
+		if (npurtError_t err = c->queryMemory(&f, &t))
+			return err;
+		*freeBytes = f;
+		*totalBytes = t;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMemGetInfo");
+	}
 }
 
 npurtError_t npurtMemGetStats(npurtMemStats *stats)
 {
-	if (!stats)
-		return nullArgument("npurtMemGetStats", "stats");
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, "npurtMemGetStats"))
-		return err;
-	npurt::AllocatorStats s = c->pool().stats();
-	*stats = npurtMemStats{};
-	stats->allocatedBytes = s.allocatedBytes.current;
-	stats->allocatedBytesPeak = s.allocatedBytes.peak;
-	stats->reservedBytes = s.reservedBytes.current;
-	stats->reservedBytesPeak = s.reservedBytes.peak;
-	stats->activeBlocks = s.activeBlocks.current;
-	stats->activeBlocksPeak = s.activeBlocks.peak;
-	stats->inactiveSplitBytes = s.inactiveSplitBytes.current;
-	stats->inactiveSplitBytesPeak = s.inactiveSplitBytes.peak;
-	stats->deviceAllocs = s.segmentAllocs;
-	stats->deviceFrees = s.segmentFrees;
-	stats->ooms = s.ooms;
-	stats->cacheFlushes = s.cacheFlushRetries;
-	stats->allocCalls = s.allocCalls;
-	stats->freeCalls = s.freeCalls;
-	return npurtSuccess;
+	try {
+		if (!stats)
+			return nullArgument("npurtMemGetStats", "stats");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtMemGetStats"))
+			return err;
+		npurt::AllocatorStats s = c->pool().stats();
+		*stats = npurtMemStats{};
+		stats->allocatedBytes = s.allocatedBytes.current;
+		stats->allocatedBytesPeak = s.allocatedBytes.peak;
+		stats->reservedBytes = s.reservedBytes.current;
+		stats->reservedBytesPeak = s.reservedBytes.peak;
+		stats->activeBlocks = s.activeBlocks.current;
+		stats->activeBlocksPeak = s.activeBlocks.peak;
+		stats->inactiveSplitBytes = s.inactiveSplitBytes.current;
+		stats->inactiveSplitBytesPeak = s.inactiveSplitBytes.peak;
+		stats->deviceAllocs = s.segmentAllocs;
+		stats->deviceFrees = s.segmentFrees;
+		stats->ooms = s.ooms;
+		stats->cacheFlushes = s.cacheFlushRetries;
+		stats->allocCalls = s.allocCalls;
+		stats->freeCalls = s.freeCalls;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMemGetStats");
+	}
 }
 
 npurtError_t npurtMemResetPeakStats(void)
 {
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, "npurtMemResetPeakStats"))
-		return err;
-	c->pool().resetPeakStats();
-	return npurtSuccess;
+	try {
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtMemResetPeakStats"))
+			return err;
+		c->pool().resetPeakStats();
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMemResetPeakStats");
+	}
 }
 
 npurtError_t npurtMemEmptyCache(void)
 {
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, "npurtMemEmptyCache"))
-		return err;
-	c->pool().emptyCache();
-	return npurtSuccess;
+	try {
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtMemEmptyCache"))
+			return err;
+		c->pool().emptyCache();
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMemEmptyCache");
+	}
 }
 
 npurtError_t npurtMallocHost(void **ptr, size_t size)
 {
-	if (!ptr)
-		return nullArgument("npurtMallocHost", "ptr");
-	if (!size) {
-		*ptr = nullptr;
+	try {
+		if (!ptr)
+			return nullArgument("npurtMallocHost", "ptr");
+		if (!size) {
+			*ptr = nullptr;
+			return npurtSuccess;
+		}
+		if (size > (1ull << 40))
+			return setError(npurtErrorInvalidValue,
+			                "npurtMallocHost: " + std::to_string(size) +
+			                        " bytes is too large");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtMallocHost"))
+			return err;
+		uint64_t bytes = (size + kPage - 1) & ~(kPage - 1);
+		drm_npu_bo_create bc{};
+		bc.size = bytes;
+		bc.kind = DRM_NPU_BO_HOST;
+		int ret = c->node().ioctl(DRM_IOCTL_NPU_BO_CREATE, &bc);
+		if (ret)
+			return setError(ret == -ENOMEM ? npurtErrorHostMemoryAllocation
+			                               : npurt::errorFromErrno(ret),
+			                npurt::osMessage("npurtMallocHost: pinning " +
+			                                         std::to_string(bytes) + " bytes",
+			                                 ret));
+		drm_npu_bo_info info{};
+		info.handle = bc.handle;
+		ret = c->node().ioctl(DRM_IOCTL_NPU_BO_INFO, &info);
+		void *p = ret ? nullptr : c->node().mmap(bytes, info.mmap_offset);
+		if (!p) {
+			int e = ret ? -ret : errno;
+			c->closeBo(bc.handle);
+			return setError(
+			        npurtErrorHostMemoryAllocation,
+			        npurt::osMessage("npurtMallocHost: mapping pinned memory", e));
+		}
+		ret = c->bind(bc.handle, addrOf(p), bytes, false);
+		Runtime::HostRange r{bytes, addrOf(p), size, c, bc.handle, true};
+		if (ret || !Runtime::instance().addHostRange(addrOf(p), r)) {
+			if (!ret)
+				c->unbind(addrOf(p), bytes);
+			c->node().munmap(p, bytes);
+			c->closeBo(bc.handle);
+			return setError(
+			        npurtErrorOperatingSystem,
+			        npurt::osMessage("npurtMallocHost: making pinned memory visible to "
+			                         "the device",
+			                         ret ? ret : -EEXIST));
+		}
+		*ptr = p;
 		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMallocHost");
 	}
-	if (size > (1ull << 40))
-		return setError(npurtErrorInvalidValue,
-				"npurtMallocHost: " + std::to_string(size) + " bytes is too large");
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, "npurtMallocHost"))
-		return err;
-	uint64_t bytes = (size + kPage - 1) & ~(kPage - 1);
-	drm_npu_bo_create bc{};
-	bc.size = bytes;
-	bc.kind = DRM_NPU_BO_HOST;
-	int ret = c->node().ioctl(DRM_IOCTL_NPU_BO_CREATE, &bc);
-	if (ret)
-		return setError(ret == -ENOMEM ? npurtErrorHostMemoryAllocation
-					       : npurt::errorFromErrno(ret),
-				npurt::osMessage("npurtMallocHost: pinning " + std::to_string(bytes) +
-							 " bytes",
-						 ret));
-	drm_npu_bo_info info{};
-	info.handle = bc.handle;
-	ret = c->node().ioctl(DRM_IOCTL_NPU_BO_INFO, &info);
-	void *p = ret ? nullptr : c->node().mmap(bytes, info.mmap_offset);
-	if (!p) {
-		int e = ret ? -ret : errno;
-		c->closeBo(bc.handle);
-		return setError(npurtErrorHostMemoryAllocation,
-				npurt::osMessage("npurtMallocHost: mapping pinned memory", e));
-	}
-	ret = c->bind(bc.handle, addrOf(p), bytes, false);
-	Runtime::HostRange r{bytes, addrOf(p), size, c, bc.handle, true};
-	if (ret || !Runtime::instance().addHostRange(addrOf(p), r)) {
-		if (!ret)
-			c->unbind(addrOf(p), bytes);
-		c->node().munmap(p, bytes);
-		c->closeBo(bc.handle);
-		return setError(npurtErrorOperatingSystem,
-				npurt::osMessage("npurtMallocHost: making pinned memory visible to "
-						 "the device",
-						 ret ? ret : -EEXIST));
-	}
-	*ptr = p;
-	return npurtSuccess;
 }
 
 npurtError_t npurtFreeHost(void *ptr)
 {
-	if (!ptr)
+	try {
+		if (!ptr)
+			return npurtSuccess;
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		uint64_t base = 0;
+		Runtime::HostRange r{};
+		if (!rt.takeHostRange(addrOf(ptr), true, &base, &r))
+			return setError(
+			        npurtErrorInvalidValue,
+			        "npurtFreeHost: " + hex(addrOf(ptr)) +
+			                " is not memory from npurtMallocHost (freed already?)");
+		r.ctx->unbind(base, r.size);
+		r.ctx->node().munmap(ptr, r.size);
+		r.ctx->closeBo(r.handle);
 		return npurtSuccess;
-	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	uint64_t base = 0;
-	Runtime::HostRange r{};
-	if (!rt.takeHostRange(addrOf(ptr), true, &base, &r))
-		return setError(npurtErrorInvalidValue,
-				"npurtFreeHost: " + hex(addrOf(ptr)) +
-					" is not memory from npurtMallocHost (freed already?)");
-	r.ctx->unbind(base, r.size);
-	r.ctx->node().munmap(ptr, r.size);
-	r.ctx->closeBo(r.handle);
-	return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtFreeHost");
+	}
 }
 
 npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags)
 {
-	if (!ptr)
-		return nullArgument("npurtHostRegister", "ptr");
-	if (!size)
-		return setError(npurtErrorInvalidValue, "npurtHostRegister: size is 0");
-	if (flags & ~static_cast<unsigned int>(npurtHostRegisterReadOnly))
-		return setError(npurtErrorInvalidValue,
-				"npurtHostRegister: unknown flags " + hex(flags));
-	uint64_t start = addrOf(ptr) & ~(kPage - 1);
-	uint64_t end = addrOf(ptr) + size;
-	if (end < addrOf(ptr) || end > UINT64_MAX - kPage)
-		return setError(npurtErrorInvalidValue, "npurtHostRegister: the range overflows");
-	end = (end + kPage - 1) & ~(kPage - 1);
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, "npurtHostRegister"))
-		return err;
-	Runtime &rt = Runtime::instance();
-	uint64_t ob = 0;
-	Runtime::HostRange other{};
-	if (rt.findHostRange(start, &ob, &other) || rt.findHostRange(end - 1, &ob, &other))
-		return setError(npurtErrorHostMemoryAlreadyRegistered,
-				"npurtHostRegister: " + hex(start) + "-" + hex(end) +
-					" overlaps the registered or pinned range at " + hex(ob));
-	if (rt.deviceOfAddress(start) >= 0)
-		return setError(npurtErrorInvalidValue,
-				"npurtHostRegister: " + hex(addrOf(ptr)) + " is device memory");
-	bool readonly = flags & npurtHostRegisterReadOnly;
-	drm_npu_bo_userptr u{};
-	u.user_ptr = start;
-	u.size = end - start;
-	u.flags = readonly ? DRM_NPU_BO_USERPTR_READONLY : 0;
-	int ret = c->node().ioctl(DRM_IOCTL_NPU_BO_FROM_USERPTR, &u);
-	if (ret == -ENOMEM)
-		return setError(npurtErrorHostMemoryAllocation,
-				"npurtHostRegister: pinning " + std::to_string(end - start) +
-					" bytes exceeds the locked-memory limit (RLIMIT_MEMLOCK, "
-					"ulimit -l) or host memory");
-	if (ret == -EFAULT)
-		return setError(npurtErrorInvalidValue,
-				"npurtHostRegister: " + hex(start) + "-" + hex(end) +
-					" is not entirely mapped" +
-					(readonly ? "" : " writable (use npurtHostRegisterReadOnly "
-							 "for read-only memory)"));
-	if (ret)
-		return setError(npurt::errorFromErrno(ret),
-				npurt::osMessage("npurtHostRegister: pinning", ret));
-	ret = c->bind(u.handle, start, end - start, readonly);
-	Runtime::HostRange r{end - start, addrOf(ptr), size, c, u.handle, false};
-	if (ret || !rt.addHostRange(start, r)) {
-		if (!ret)
-			c->unbind(start, end - start);
-		c->closeBo(u.handle);
-		return setError(npurtErrorHostMemoryAlreadyRegistered,
-				"npurtHostRegister: " + hex(start) + "-" + hex(end) +
-					" overlaps a registered or pinned range");
+	try {
+		if (!ptr)
+			return nullArgument("npurtHostRegister", "ptr");
+		if (!size)
+			return setError(npurtErrorInvalidValue, "npurtHostRegister: size is 0");
+		if (flags & ~static_cast<unsigned int>(npurtHostRegisterReadOnly))
+			return setError(npurtErrorInvalidValue,
+			                "npurtHostRegister: unknown flags " + hex(flags));
+		uint64_t start = addrOf(ptr) & ~(kPage - 1);
+		uint64_t end = addrOf(ptr) + size;
+		if (end < addrOf(ptr) || end > UINT64_MAX - kPage)
+			return setError(npurtErrorInvalidValue,
+			                "npurtHostRegister: the range overflows");
+		end = (end + kPage - 1) & ~(kPage - 1);
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtHostRegister"))
+			return err;
+		Runtime &rt = Runtime::instance();
+		uint64_t ob = 0;
+		Runtime::HostRange other{};
+		if (rt.findHostRange(start, &ob, &other) || rt.findHostRange(end - 1, &ob, &other))
+			return setError(npurtErrorHostMemoryAlreadyRegistered,
+			                "npurtHostRegister: " + hex(start) + "-" + hex(end) +
+			                        " overlaps the registered or pinned range at " +
+			                        hex(ob));
+		if (rt.deviceOfAddress(start) >= 0)
+			return setError(npurtErrorInvalidValue,
+			                "npurtHostRegister: " + hex(addrOf(ptr)) +
+			                        " is device memory");
+		bool readonly = flags & npurtHostRegisterReadOnly;
+		drm_npu_bo_userptr u{};
+		u.user_ptr = start;
+		u.size = end - start;
+		u.flags = readonly ? DRM_NPU_BO_USERPTR_READONLY : 0;
+		int ret = c->node().ioctl(DRM_IOCTL_NPU_BO_FROM_USERPTR, &u);
+		if (ret == -ENOMEM)
+			return setError(
+			        npurtErrorHostMemoryAllocation,
+			        "npurtHostRegister: pinning " + std::to_string(end - start) +
+			                " bytes exceeds the locked-memory limit (RLIMIT_MEMLOCK, "
+			                "ulimit -l) or host memory");
+		if (ret == -EFAULT)
+			return setError(
+			        npurtErrorInvalidValue,
+			        "npurtHostRegister: " + hex(start) + "-" + hex(end) +
+			                " is not entirely mapped" +
+			                (readonly ? ""
+			                          : " writable (use npurtHostRegisterReadOnly "
+			                            "for read-only memory)"));
+		if (ret)
+			return setError(npurt::errorFromErrno(ret),
+			                npurt::osMessage("npurtHostRegister: pinning", ret));
+		ret = c->bind(u.handle, start, end - start, readonly);
+		Runtime::HostRange r{end - start, addrOf(ptr), size, c, u.handle, false};
+		if (ret || !rt.addHostRange(start, r)) {
+			if (!ret)
+				c->unbind(start, end - start);
+			c->closeBo(u.handle);
+			return setError(npurtErrorHostMemoryAlreadyRegistered,
+			                "npurtHostRegister: " + hex(start) + "-" + hex(end) +
+			                        " overlaps a registered or pinned range");
+		}
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtHostRegister");
 	}
-	return npurtSuccess;
 }
 
 npurtError_t npurtHostUnregister(void *ptr)
 {
-	if (!ptr)
-		return nullArgument("npurtHostUnregister", "ptr");
-	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	uint64_t base = 0;
-	Runtime::HostRange r{};
-	if (!rt.takeHostRange(addrOf(ptr), false, &base, &r))
-		return setError(npurtErrorHostMemoryNotRegistered,
-				"npurtHostUnregister: " + hex(addrOf(ptr)) +
-					" is not a pointer given to npurtHostRegister");
-	r.ctx->unbind(base, r.size);
-	r.ctx->closeBo(r.handle);
-	return npurtSuccess;
+	try {
+		if (!ptr)
+			return nullArgument("npurtHostUnregister", "ptr");
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		uint64_t base = 0;
+		Runtime::HostRange r{};
+		if (!rt.takeHostRange(addrOf(ptr), false, &base, &r))
+			return setError(npurtErrorHostMemoryNotRegistered,
+			                "npurtHostUnregister: " + hex(addrOf(ptr)) +
+			                        " is not a pointer given to npurtHostRegister");
+		r.ctx->unbind(base, r.size);
+		r.ctx->closeBo(r.handle);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtHostUnregister");
+	}
 }
 
 npurtError_t npurtPointerGetAttributes(npurtPointerAttributes *attr, const void *ptr)
 {
-	if (!attr)
-		return nullArgument("npurtPointerGetAttributes", "attr");
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, "npurtPointerGetAttributes"))
-		return err;
-	*attr = npurtPointerAttributes{};
-	attr->device = -1;
-	DeviceSide d;
-	bool isDevice = false;
-	if (npurtError_t err =
-		    resolveDevice("npurtPointerGetAttributes", "pointer", ptr, c, &d, &isDevice))
-		return err;
-	if (isDevice) {
-		attr->type = npurtMemoryTypeDevice;
-		attr->device = d.ctx->ordinal();
-		attr->devicePointer = const_cast<void *>(ptr);
-		attr->base = reinterpret_cast<void *>(d.base);
-		attr->size = d.size;
+	try {
+		if (!attr)
+			return nullArgument("npurtPointerGetAttributes", "attr");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtPointerGetAttributes"))
+			return err;
+		*attr = npurtPointerAttributes{};
+		attr->device = -1;
+		DeviceSide d;
+		bool isDevice = false;
+		if (npurtError_t err = resolveDevice("npurtPointerGetAttributes", "pointer", ptr, c,
+		                                     &d, &isDevice))
+			return err;
+		if (isDevice) {
+			attr->type = npurtMemoryTypeDevice;
+			attr->device = d.ctx->ordinal();
+			attr->devicePointer = const_cast<void *>(ptr);
+			attr->base = reinterpret_cast<void *>(d.base);
+			attr->size = d.size;
+			return npurtSuccess;
+		}
+		uint64_t base = 0;
+		Runtime::HostRange r{};
+		if (Runtime::instance().findHostRange(addrOf(ptr), &base, &r)) {
+			attr->type = npurtMemoryTypeHost;
+			attr->device = r.ctx->ordinal();
+			attr->devicePointer = attr->hostPointer = const_cast<void *>(ptr);
+			attr->base = reinterpret_cast<void *>(r.userBase);
+			attr->size = r.userSize;
+		}
 		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtPointerGetAttributes");
 	}
-	uint64_t base = 0;
-	Runtime::HostRange r{};
-	if (Runtime::instance().findHostRange(addrOf(ptr), &base, &r)) {
-		attr->type = npurtMemoryTypeHost;
-		attr->device = r.ctx->ordinal();
-		attr->devicePointer = attr->hostPointer = const_cast<void *>(ptr);
-		attr->base = reinterpret_cast<void *>(r.userBase);
-		attr->size = r.userSize;
-	}
-	return npurtSuccess;
 }
 
 npurtError_t npurtMemcpy(void *dst, const void *src, size_t count, npurtMemcpyKind kind)
 {
-	const char *api = "npurtMemcpy";
-	if (!count)
-		return npurtSuccess;
-	if (!dst || !src)
-		return nullArgument(api, !dst ? "dst" : "src");
-	if (kind < npurtMemcpyHostToHost || kind > npurtMemcpyDefault)
-		return setError(npurtErrorInvalidValue,
-				"npurtMemcpy: unknown kind " + std::to_string(kind));
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, api))
-		return err;
-	DeviceSide ds, ss;
-	bool dstDev = false, srcDev = false;
-	if (npurtError_t err = resolveDevice(api, "dst", dst, c, &ds, &dstDev))
-		return err;
-	if (npurtError_t err = resolveDevice(api, "src", src, c, &ss, &srcDev))
-		return err;
-	if (kind != npurtMemcpyDefault) {
-		bool wantDst = kind == npurtMemcpyHostToDevice || kind == npurtMemcpyDeviceToDevice;
-		bool wantSrc = kind == npurtMemcpyDeviceToHost || kind == npurtMemcpyDeviceToDevice;
-		if (wantDst != dstDev || wantSrc != srcDev)
+	try {
+		const char *api = "npurtMemcpy";
+		if (!count)
+			return npurtSuccess;
+		if (!dst || !src)
+			return nullArgument(api, !dst ? "dst" : "src");
+		if (kind < npurtMemcpyHostToHost || kind > npurtMemcpyDefault)
 			return setError(npurtErrorInvalidValue,
-					std::string("npurtMemcpy: ") + kindName(kind) + " but dst " +
-						hex(addrOf(dst)) + " is " +
-						(dstDev ? "device" : "host") + " memory and src " +
-						hex(addrOf(src)) + " is " +
-						(srcDev ? "device" : "host") + " memory");
-	}
-	if (dstDev)
-		if (npurtError_t err = checkBounds(api, "dst", dst, count, ds))
+			                "npurtMemcpy: unknown kind " + std::to_string(kind));
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, api))
 			return err;
-	if (srcDev)
-		if (npurtError_t err = checkBounds(api, "src", src, count, ss))
+		DeviceSide ds, ss;
+		bool dstDev = false, srcDev = false;
+		if (npurtError_t err = resolveDevice(api, "dst", dst, c, &ds, &dstDev))
 			return err;
+		if (npurtError_t err = resolveDevice(api, "src", src, c, &ss, &srcDev))
+			return err;
+		if (kind != npurtMemcpyDefault) {
+			bool wantDst = kind == npurtMemcpyHostToDevice ||
+			               kind == npurtMemcpyDeviceToDevice;
+			bool wantSrc = kind == npurtMemcpyDeviceToHost ||
+			               kind == npurtMemcpyDeviceToDevice;
+			if (wantDst != dstDev || wantSrc != srcDev)
+				return setError(npurtErrorInvalidValue,
+				                std::string("npurtMemcpy: ") + kindName(kind) +
+				                        " but dst " + hex(addrOf(dst)) + " is " +
+				                        (dstDev ? "device" : "host") +
+				                        " memory and src " + hex(addrOf(src)) +
+				                        " is " + (srcDev ? "device" : "host") +
+				                        " memory");
+		}
+		if (dstDev)
+			if (npurtError_t err = checkBounds(api, "dst", dst, count, ds))
+				return err;
+		if (srcDev)
+			if (npurtError_t err = checkBounds(api, "src", src, count, ss))
+				return err;
 
-	if (!dstDev && !srcDev) {
-		std::memmove(dst, src, count);
+		if (!dstDev && !srcDev) {
+			std::memmove(dst, src, count);
+			return npurtSuccess;
+		}
+		if (dstDev && !srcDev)
+			return vmAccess(api, ds.ctx, addrOf(dst), const_cast<void *>(src), count,
+			                true);
+		if (!dstDev && srcDev)
+			return vmAccess(api, ss.ctx, addrOf(src), dst, count, false);
+		// Device to device, possibly across contexts and NPUs: through a bounce.
+		std::vector<char> bounce(std::min<size_t>(count, 4u << 20));
+		for (size_t done = 0; done < count;) {
+			size_t n = std::min(bounce.size(), count - done);
+			if (npurtError_t err = vmAccess(api, ss.ctx, addrOf(src) + done,
+			                                bounce.data(), n, false))
+				return err;
+			if (npurtError_t err = vmAccess(api, ds.ctx, addrOf(dst) + done,
+			                                bounce.data(), n, true))
+				return err;
+			done += n;
+		}
 		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpy");
 	}
-	if (dstDev && !srcDev)
-		return vmAccess(api, ds.ctx, addrOf(dst), const_cast<void *>(src), count, true);
-	if (!dstDev && srcDev)
-		return vmAccess(api, ss.ctx, addrOf(src), dst, count, false);
-	// Device to device, possibly across contexts and NPUs: through a bounce.
-	std::vector<char> bounce(std::min<size_t>(count, 4u << 20));
-	for (size_t done = 0; done < count;) {
-		size_t n = std::min(bounce.size(), count - done);
-		if (npurtError_t err = vmAccess(api, ss.ctx, addrOf(src) + done, bounce.data(), n,
-						false))
-			return err;
-		if (npurtError_t err = vmAccess(api, ds.ctx, addrOf(dst) + done, bounce.data(), n,
-						true))
-			return err;
-		done += n;
-	}
-	return npurtSuccess;
 }
 
 npurtError_t npurtMemset(void *devPtr, int value, size_t count)
 {
-	const char *api = "npurtMemset";
-	if (!count)
-		return npurtSuccess;
-	if (!devPtr)
-		return nullArgument(api, "devPtr");
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, api))
-		return err;
-	DeviceSide d;
-	bool isDevice = false;
-	if (npurtError_t err = resolveDevice(api, "devPtr", devPtr, c, &d, &isDevice))
-		return err;
-	if (!isDevice)
-		return setError(npurtErrorInvalidValue,
-				"npurtMemset: " + hex(addrOf(devPtr)) + " is not device memory");
-	if (npurtError_t err = checkBounds(api, "devPtr", devPtr, count, d))
-		return err;
-	std::vector<unsigned char> fill(std::min<size_t>(count, 4u << 20),
-					static_cast<unsigned char>(value));
-	for (size_t done = 0; done < count;) {
-		size_t n = std::min(fill.size(), count - done);
-		if (npurtError_t err = vmAccess(api, d.ctx, addrOf(devPtr) + done, fill.data(), n,
-						true))
+	try {
+		const char *api = "npurtMemset";
+		if (!count)
+			return npurtSuccess;
+		if (!devPtr)
+			return nullArgument(api, "devPtr");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, api))
 			return err;
-		done += n;
+		DeviceSide d;
+		bool isDevice = false;
+		if (npurtError_t err = resolveDevice(api, "devPtr", devPtr, c, &d, &isDevice))
+			return err;
+		if (!isDevice)
+			return setError(npurtErrorInvalidValue,
+			                "npurtMemset: " + hex(addrOf(devPtr)) +
+			                        " is not device memory");
+		if (npurtError_t err = checkBounds(api, "devPtr", devPtr, count, d))
+			return err;
+		std::vector<unsigned char> fill(std::min<size_t>(count, 4u << 20),
+		                                static_cast<unsigned char>(value));
+		for (size_t done = 0; done < count;) {
+			size_t n = std::min(fill.size(), count - done);
+			if (npurtError_t err = vmAccess(api, d.ctx, addrOf(devPtr) + done,
+			                                fill.data(), n, true))
+				return err;
+			done += n;
+		}
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMemset");
 	}
-	return npurtSuccess;
 }
 
 npurtError_t npurtIpcGetMemHandle(npurtIpcMemHandle_t *handle, void *devPtr)
 {
-	const char *api = "npurtIpcGetMemHandle";
-	if (!handle)
-		return nullArgument(api, "handle");
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, api))
-		return err;
-	uint64_t base = 0;
-	size_t size = 0;
-	Context *owner = Runtime::instance().findDeviceMemory(addrOf(devPtr), c, &base, &size);
-	uint64_t segBase = 0, segSize = 0;
-	uint32_t bo = 0;
-	if (!owner || !owner->findSegment(addrOf(devPtr), &segBase, &segSize, &bo))
-		return setError(npurtErrorInvalidValue,
-				std::string(api) + ": " + hex(addrOf(devPtr)) +
-					" is not live memory from npurtMalloc");
-	drm_prime_handle p{};
-	p.handle = bo;
-	p.flags = DRM_CLOEXEC | DRM_RDWR;
-	int ret = owner->node().ioctl(DRM_IOCTL_PRIME_HANDLE_TO_FD, &p);
-	if (ret)
-		return setError(npurt::errorFromErrno(ret),
-				npurt::osMessage(std::string(api) + ": exporting", ret));
-	*handle = npurtIpcMemHandle_t{};
-	handle->fd = p.fd;
-	handle->deviceIndex = Runtime::instance().device(owner->ordinal()).prop().deviceIndex;
-	handle->offset = addrOf(devPtr) - segBase;
-	handle->size = segSize;
-	return npurtSuccess;
+	try {
+		const char *api = "npurtIpcGetMemHandle";
+		if (!handle)
+			return nullArgument(api, "handle");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, api))
+			return err;
+		uint64_t base = 0;
+		size_t size = 0;
+		Context *owner =
+		        Runtime::instance().findDeviceMemory(addrOf(devPtr), c, &base, &size);
+		uint64_t segBase = 0, segSize = 0;
+		uint32_t bo = 0;
+		if (!owner || !owner->findSegment(addrOf(devPtr), &segBase, &segSize, &bo))
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": " + hex(addrOf(devPtr)) +
+			                        " is not live memory from npurtMalloc");
+		drm_prime_handle p{};
+		p.handle = bo;
+		p.flags = DRM_CLOEXEC | DRM_RDWR;
+		int ret = owner->node().ioctl(DRM_IOCTL_PRIME_HANDLE_TO_FD, &p);
+		if (ret)
+			return setError(npurt::errorFromErrno(ret),
+			                npurt::osMessage(std::string(api) + ": exporting", ret));
+		*handle = npurtIpcMemHandle_t{};
+		handle->fd = p.fd;
+		handle->deviceIndex =
+		        Runtime::instance().device(owner->ordinal()).prop().deviceIndex;
+		handle->offset = addrOf(devPtr) - segBase;
+		handle->size = segSize;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtIpcGetMemHandle");
+	}
 }
 
 npurtError_t npurtIpcOpenMemHandle(void **devPtr, npurtIpcMemHandle_t handle, unsigned int flags)
 {
-	const char *api = "npurtIpcOpenMemHandle";
-	if (!devPtr)
-		return nullArgument(api, "devPtr");
-	// 1 is CUDA's cudaIpcMemLazyEnablePeerAccess: accepted, nothing to do.
-	if (flags & ~1u)
-		return setError(npurtErrorInvalidValue,
-				std::string(api) + ": unknown flags " + hex(flags));
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, api))
-		return err;
-	return c->ipcOpen(handle, devPtr);
+	try {
+		const char *api = "npurtIpcOpenMemHandle";
+		if (!devPtr)
+			return nullArgument(api, "devPtr");
+		// 1 is CUDA's cudaIpcMemLazyEnablePeerAccess: accepted, nothing to do.
+		if (flags & ~1u)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": unknown flags " + hex(flags));
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, api))
+			return err;
+		return c->ipcOpen(handle, devPtr);
+	} catch (...) {
+		return npurt::errorFromException("npurtIpcOpenMemHandle");
+	}
 }
 
 npurtError_t npurtIpcCloseMemHandle(void *devPtr)
 {
-	const char *api = "npurtIpcCloseMemHandle";
-	if (!devPtr)
-		return nullArgument(api, "devPtr");
-	Context *c = nullptr;
-	if (npurtError_t err = current(&c, api))
-		return err;
-	uint64_t base = 0;
-	size_t size = 0;
-	Context *owner = Runtime::instance().findDeviceMemory(addrOf(devPtr), c, &base, &size);
-	if (!owner)
-		owner = c;
-	return owner->ipcClose(addrOf(devPtr));
+	try {
+		const char *api = "npurtIpcCloseMemHandle";
+		if (!devPtr)
+			return nullArgument(api, "devPtr");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, api))
+			return err;
+		uint64_t base = 0;
+		size_t size = 0;
+		Context *owner =
+		        Runtime::instance().findDeviceMemory(addrOf(devPtr), c, &base, &size);
+		if (!owner)
+			owner = c;
+		return owner->ipcClose(addrOf(devPtr));
+	} catch (...) {
+		return npurt::errorFromException("npurtIpcCloseMemHandle");
+	}
 }
 
 }  // extern "C"

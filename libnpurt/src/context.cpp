@@ -67,11 +67,9 @@ void AddressSpace::release(uint64_t addr, uint64_t size)
 }
 
 Context::Context(int ordinal, os::Device &node, std::unique_ptr<os::Device> owned,
-		 AddressSpace &space)
-	: ordinal_(ordinal), node_(node), owned_(std::move(owned)), space_(space),
-	  pool_(*this, nullptr)
-{
-}
+                 AddressSpace &space)
+    : ordinal_(ordinal), node_(node), owned_(std::move(owned)), space_(space), pool_(*this, nullptr)
+{}
 
 Context::~Context()
 {
@@ -132,16 +130,17 @@ npurtError_t Context::allocSegment(size_t size, uint64_t *addr)
 		if (ret == -ENOMEM)
 			return npurtErrorMemoryAllocation;
 		return setError(errorFromErrno(ret),
-				osMessage("creating a device memory object of " +
-						  std::to_string(size) + " bytes on " + node_.path(),
-					  ret));
+		                osMessage("creating a device memory object of " +
+		                                  std::to_string(size) + " bytes on " +
+		                                  node_.path(),
+		                          ret));
 	}
 	ret = bind(c.handle, va, size, false);
 	if (ret) {
 		closeBo(c.handle);
 		space_.release(va, size);
 		return setError(errorFromErrno(ret),
-				osMessage("binding device memory at " + hex(va), ret));
+		                osMessage("binding device memory at " + hex(va), ret));
 	}
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
@@ -176,7 +175,8 @@ npurtError_t Context::queryMemory(uint64_t *freeBytes, uint64_t *totalBytes)
 	q.size = sizeof(info);
 	int ret = node_.ioctl(DRM_IOCTL_NPU_QUERY, &q);
 	if (ret)
-		return setError(errorFromErrno(ret), osMessage("memory query on " + node_.path(), ret));
+		return setError(errorFromErrno(ret),
+		                osMessage("memory query on " + node_.path(), ret));
 	*totalBytes = info.capacity;
 	*freeBytes = info.used < info.capacity ? info.capacity - info.used : 0;
 	return npurtSuccess;
@@ -225,39 +225,40 @@ bool Context::findDeviceRange(uint64_t addr, uint64_t *base, size_t *size)
 npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 {
 	if (h.fd < 0 || !h.size || h.offset >= h.size)
-		return setError(npurtErrorInvalidValue,
-				"npurtIpcOpenMemHandle: the handle is not one npurtIpcGetMemHandle made");
+		return setError(
+		        npurtErrorInvalidValue,
+		        "npurtIpcOpenMemHandle: the handle is not one npurtIpcGetMemHandle made");
 	drm_prime_handle p{};
 	p.fd = h.fd;
 	int ret = node_.ioctl(DRM_IOCTL_PRIME_FD_TO_HANDLE, &p);
 	if (ret)
-		return setError(ret == -EBADF || ret == -EINVAL || ret == -EOPNOTSUPP
-					? npurtErrorInvalidHandle
-					: errorFromErrno(ret),
-				osMessage("npurtIpcOpenMemHandle: importing fd " +
-						  std::to_string(h.fd),
-					  ret));
+		return setError(
+		        ret == -EBADF || ret == -EINVAL || ret == -EOPNOTSUPP
+		                ? npurtErrorInvalidHandle
+		                : errorFromErrno(ret),
+		        osMessage("npurtIpcOpenMemHandle: importing fd " + std::to_string(h.fd),
+		                  ret));
 	drm_npu_bo_info info{};
 	info.handle = p.handle;
 	ret = node_.ioctl(DRM_IOCTL_NPU_BO_INFO, &info);
 	if (ret || info.size != h.size) {
 		closeBo(p.handle);
 		return setError(npurtErrorInvalidHandle,
-				"npurtIpcOpenMemHandle: fd " + std::to_string(h.fd) +
-					" is not the memory the handle describes");
+		                "npurtIpcOpenMemHandle: fd " + std::to_string(h.fd) +
+		                        " is not the memory the handle describes");
 	}
 	uint64_t va = space_.allocate(info.size, kSegmentAlign);
 	if (!va) {
 		closeBo(p.handle);
 		return setError(npurtErrorMemoryAllocation,
-				"npurtIpcOpenMemHandle: device address space exhausted");
+		                "npurtIpcOpenMemHandle: device address space exhausted");
 	}
 	ret = bind(p.handle, va, info.size, false);
 	if (ret) {
 		closeBo(p.handle);
 		space_.release(va, info.size);
 		return setError(errorFromErrno(ret),
-				osMessage("npurtIpcOpenMemHandle: binding", ret));
+		                osMessage("npurtIpcOpenMemHandle: binding", ret));
 	}
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
@@ -274,10 +275,11 @@ npurtError_t Context::ipcClose(uint64_t addr)
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
 		auto it = imports_.upper_bound(addr);
-		if (it == imports_.begin() || addr - std::prev(it)->first >= std::prev(it)->second.size)
+		if (it == imports_.begin() ||
+		    addr - std::prev(it)->first >= std::prev(it)->second.size)
 			return setError(npurtErrorInvalidValue,
-					"npurtIpcCloseMemHandle: " + hex(addr) +
-						" is not memory opened with npurtIpcOpenMemHandle");
+			                "npurtIpcCloseMemHandle: " + hex(addr) +
+			                        " is not memory opened with npurtIpcOpenMemHandle");
 		--it;
 		base = it->first;
 		r = it->second;

@@ -29,9 +29,9 @@ public:
 	bool contains(uint64_t addr) const { return addr >= base_ && addr - base_ < size_; }
 
 private:
-	std::mutex mutex_;                 // guards free_
+	std::mutex mutex_;  // guards free_
 	uint64_t base_, size_;
-	std::map<uint64_t, uint64_t> free_; // start -> size, coalesced
+	std::map<uint64_t, uint64_t> free_;  // start -> size, coalesced
 };
 
 class Context final : public npurtContext_st, private SegmentBackend {
@@ -39,7 +39,7 @@ public:
 	// `owned` is null for a primary context, which uses the device's
 	// discovery file.
 	Context(int ordinal, os::Device &node, std::unique_ptr<os::Device> owned,
-		AddressSpace &space);
+	        AddressSpace &space);
 	~Context() override;
 	Context(const Context &) = delete;
 	Context &operator=(const Context &) = delete;
@@ -79,10 +79,10 @@ private:
 	os::Device &node_;
 	std::unique_ptr<os::Device> owned_;
 	AddressSpace &space_;
-	std::mutex mutex_;                // guards segments_ and imports_
-	std::map<uint64_t, Range> segments_; // pool segments by address
+	std::mutex mutex_;  // guards segments_ and imports_
+	std::map<uint64_t, Range> segments_;  // pool segments by address
 	std::map<uint64_t, Range> imports_;  // IPC imports by address
-	CachingAllocator pool_;          // declared last: destroyed first
+	CachingAllocator pool_;  // declared last: destroyed first
 };
 
 }  // namespace npurt

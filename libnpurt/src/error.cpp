@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <utility>
 
 namespace npurt {
@@ -98,6 +100,20 @@ npurtError_t errorFromErrno(int err)
 		return npurtErrorNotSupported;
 	default:
 		return npurtErrorOperatingSystem;
+	}
+}
+
+npurtError_t errorFromException(const char *api)
+{
+	try {
+		throw;
+	} catch (const std::bad_alloc &) {
+		return setError(npurtErrorHostMemoryAllocation,
+		                std::string(api) + ": out of host memory");
+	} catch (const std::exception &e) {
+		return setError(npurtErrorUnknown, std::string(api) + ": " + e.what());
+	} catch (...) {
+		return setError(npurtErrorUnknown, std::string(api) + ": unexpected exception");
 	}
 }
 

@@ -15,6 +15,11 @@ npurtError_t setError(npurtError_t code, std::string message);
 // Maps a negative errno from the kernel to the closest runtime error.
 npurtError_t errorFromErrno(int err);
 
+// For a catch (...) in a C API function: records the exception in flight
+// (std::bad_alloc: npurtErrorHostMemoryAllocation) and returns its code, so
+// no exception crosses the C ABI.
+npurtError_t errorFromException(const char *api);
+
 // Returns "what: strerror(err)" for OS failures.
 std::string osMessage(const std::string &what, int err);
 

@@ -38,7 +38,7 @@ public:
 	void *mmap(size_t size, uint64_t offset) override
 	{
 		void *p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_,
-				 static_cast<off_t>(offset));
+		                 static_cast<off_t>(offset));
 		return p == MAP_FAILED ? nullptr : p;
 	}
 

@@ -226,11 +226,11 @@ npurtError_t Runtime::reserveAddressSpace()
 		total += s;
 	}
 	void *w = mmap(nullptr, total + kGiB, PROT_NONE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (w == MAP_FAILED) {
 		startMessage_ = osMessage("reserving " + std::to_string(total >> 30) +
-						  " GiB of address space for device memory",
-					  errno);
+		                                  " GiB of address space for device memory",
+		                          errno);
 		return npurtErrorInitializationError;
 	}
 	window_ = w;
@@ -241,7 +241,7 @@ npurtError_t Runtime::reserveAddressSpace()
 		const auto &p = devices_[i]->prop();
 		if (base < p.vaStart || base + sizes[i] > p.vaEnd) {
 			startMessage_ = "the reserved device address window is outside " +
-					std::string(p.devicePath) + "'s device address range";
+			                std::string(p.devicePath) + "'s device address range";
 			return npurtErrorInitializationError;
 		}
 		spaces_.push_back(std::make_unique<AddressSpace>(base, sizes[i]));
@@ -266,8 +266,8 @@ npurtError_t Runtime::createContext(int ordinal, Context **out, const char *api)
 	std::unique_ptr<os::Device> node = dev.node().reopen(&err);
 	if (!node)
 		return setError(errorFromErrno(err),
-				std::string(api) + ": " +
-					osMessage("opening " + dev.node().path(), err));
+		                std::string(api) + ": " +
+		                        osMessage("opening " + dev.node().path(), err));
 	os::Device &file = *node;  // before the move below: argument order is unspecified
 	auto *ctx = new Context(ordinal, file, std::move(node), *spaces_[ordinal]);
 	std::lock_guard<std::mutex> lock(ctxMutex_);
@@ -293,8 +293,8 @@ npurtError_t Runtime::currentContext(Context **out, const char *api)
 	int ordinal = threadDevice();
 	if (ordinal < 0 || ordinal >= deviceCount())
 		return setError(npurtErrorInvalidDevice,
-				std::string(api) + ": the current device " + std::to_string(ordinal) +
-					" does not exist");
+		                std::string(api) + ": the current device " +
+		                        std::to_string(ordinal) + " does not exist");
 	if (!primaries_[ordinal]) {
 		Device &dev = device(ordinal);
 		auto *ctx = new Context(ordinal, dev.node(), nullptr, *spaces_[ordinal]);
@@ -316,9 +316,10 @@ npurtError_t Runtime::destroyContext(Context *ctx)
 	{
 		std::lock_guard<std::mutex> lock(ctxMutex_);
 		if (!contexts_.count(ctx))
-			return setError(npurtErrorInvalidHandle,
-					"npurtCtxDestroy: not a live context (destroyed already, or "
-					"not made by npurtCtxCreate)");
+			return setError(
+			        npurtErrorInvalidHandle,
+			        "npurtCtxDestroy: not a live context (destroyed already, or "
+			        "not made by npurtCtxCreate)");
 		for (auto &p : primaries_)
 			if (p == ctx)
 				p = nullptr;
@@ -331,7 +332,8 @@ npurtError_t Runtime::destroyContext(Context *ctx)
 			}
 			ctx->unbind(it->first, it->second.size);
 			if (it->second.pinned)
-				ctx->node().munmap(reinterpret_cast<void *>(it->first), it->second.size);
+				ctx->node().munmap(reinterpret_cast<void *>(it->first),
+				                   it->second.size);
 			ctx->closeBo(it->second.handle);
 			it = hostRanges_.erase(it);
 		}

@@ -66,12 +66,12 @@ public:
 
 	// Pinned and registered host ranges.
 	struct HostRange {
-		uint64_t size;      // bytes bound (whole pages)
+		uint64_t size;  // bytes bound (whole pages)
 		uint64_t userBase;  // registered: the pointer the user gave
 		uint64_t userSize;  //   and its size; pinned: base and size
 		Context *ctx;
 		uint32_t handle;
-		bool pinned;        // MallocHost (else HostRegister)
+		bool pinned;  // MallocHost (else HostRegister)
 	};
 	// Adds a range unless it overlaps one; false if it does.
 	bool addHostRange(uint64_t base, const HostRange &r);

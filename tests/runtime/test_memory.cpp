@@ -65,9 +65,9 @@ TEST_F(Memory, MallocCopyRoundTrip)
 	auto in = pattern(n, 7);
 	std::vector<unsigned char> out(n, 0);
 	ASSERT_EQ(npurtMemcpy(d, in.data(), n, npurtMemcpyHostToDevice), npurtSuccess)
-		<< lastMessage();
+	        << lastMessage();
 	ASSERT_EQ(npurtMemcpy(out.data(), d, n, npurtMemcpyDeviceToHost), npurtSuccess)
-		<< lastMessage();
+	        << lastMessage();
 	EXPECT_EQ(in, out);
 	ASSERT_EQ(npurtMemset(static_cast<char *>(d) + 10, 0xab, 100), npurtSuccess);
 	ASSERT_EQ(npurtMemcpy(out.data(), d, n, npurtMemcpyDefault), npurtSuccess);
@@ -105,8 +105,8 @@ TEST_F(Memory, DoubleAndInteriorFreeAreErrors)
 	EXPECT_EQ(npurtFree(d), npurtSuccess);
 	EXPECT_EQ(npurtFree(d), npurtErrorInvalidValue);
 	char buf[32];
-	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(
-							  reinterpret_cast<uintptr_t>(d)));
+	std::snprintf(buf, sizeof(buf), "0x%llx",
+	              static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(d)));
 	EXPECT_TRUE(contains(lastMessage(), buf)) << lastMessage();
 	int host = 0;
 	EXPECT_EQ(npurtFree(&host), npurtErrorInvalidValue);
@@ -179,7 +179,7 @@ TEST_F(Memory, FailedAllocationFirstEmptiesTheCache)
 	size_t cap = capacity();
 	if (cap > (256u << 20))
 		GTEST_SKIP() << "needs a small device (mem_size_mb <= 256), has " << (cap >> 20)
-			     << " MiB";
+		             << " MiB";
 	npurtMemEmptyCache();
 	// Cache most of the device, then ask for more than is left.
 	void *a = nullptr;
@@ -286,8 +286,8 @@ TEST_F(Memory, RegisterRejectsBadRanges)
 	EXPECT_TRUE(contains(lastMessage(), "unknown flags")) << lastMessage();
 	EXPECT_EQ(npurtHostRegister(buf.data(), SIZE_MAX, 0), npurtErrorInvalidValue);
 
-	void *hole = mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			  -1, 0);
+	void *hole =
+	        mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(hole, MAP_FAILED);
 	munmap(hole, 1 << 16);
 	EXPECT_EQ(npurtHostRegister(hole, 1 << 16, 0), npurtErrorInvalidValue);
@@ -297,7 +297,7 @@ TEST_F(Memory, RegisterRejectsBadRanges)
 	ASSERT_NE(ro, MAP_FAILED);
 	EXPECT_EQ(npurtHostRegister(ro, 1 << 16, 0), npurtErrorInvalidValue);
 	EXPECT_EQ(npurtHostRegister(ro, 1 << 16, npurtHostRegisterReadOnly), npurtSuccess)
-		<< lastMessage();
+	        << lastMessage();
 	EXPECT_EQ(npurtHostUnregister(ro), npurtSuccess);
 	munmap(ro, 1 << 16);
 }
@@ -309,13 +309,13 @@ TEST_F(Memory, CopiesAreChecked)
 	std::vector<char> h(8192);
 	EXPECT_EQ(npurtMemcpy(d, h.data(), 4097, npurtMemcpyHostToDevice), npurtErrorInvalidValue);
 	EXPECT_TRUE(contains(lastMessage(), "overrun its allocation of 4096 bytes"))
-		<< lastMessage();
+	        << lastMessage();
 	EXPECT_EQ(npurtMemcpy(h.data(), static_cast<char *>(d) + 4000, 97, npurtMemcpyDefault),
-		  npurtErrorInvalidValue);
+	          npurtErrorInvalidValue);
 	EXPECT_EQ(npurtMemcpy(h.data(), d, 16, npurtMemcpyHostToDevice), npurtErrorInvalidValue);
 	EXPECT_TRUE(contains(lastMessage(), "npurtMemcpyHostToDevice but dst")) << lastMessage();
 	EXPECT_EQ(npurtMemcpy(d, h.data(), 16, static_cast<npurtMemcpyKind>(9)),
-		  npurtErrorInvalidValue);
+	          npurtErrorInvalidValue);
 	EXPECT_EQ(npurtMemcpy(nullptr, h.data(), 16, npurtMemcpyDefault), npurtErrorInvalidValue);
 	EXPECT_EQ(npurtMemcpy(d, h.data(), 0, npurtMemcpyDefault), npurtSuccess);
 	EXPECT_EQ(npurtMemset(h.data(), 0, 16), npurtErrorInvalidValue);
@@ -380,7 +380,7 @@ TEST_F(Memory, ContextsOwnTheirMemory)
 	EXPECT_EQ(npurtCtxSetCurrent(ctx), npurtErrorInvalidHandle);
 	int bogus = 0;
 	EXPECT_EQ(npurtCtxSetCurrent(reinterpret_cast<npurtContext_t>(&bogus)),
-		  npurtErrorInvalidHandle);
+	          npurtErrorInvalidHandle);
 	EXPECT_EQ(npurtCtxCreate(&ctx, 1, 0), npurtErrorInvalidValue);
 	EXPECT_EQ(npurtCtxCreate(&ctx, 0, 99), npurtErrorInvalidDevice);
 	EXPECT_EQ(npurtCtxCreate(nullptr, 0, 0), npurtErrorInvalidValue);
@@ -393,7 +393,8 @@ TEST_F(Memory, ThreadsAllocateAndCopyConcurrently)
 	for (int t = 0; t < 4; t++) {
 		threads.emplace_back([t, &failures] {
 			for (int i = 0; i < 30; i++) {
-				size_t n = 1000 + static_cast<size_t>((t * 7919 + i * 104729) % 200000);
+				size_t n = 1000 +
+				           static_cast<size_t>((t * 7919 + i * 104729) % 200000);
 				auto in = pattern(n, static_cast<unsigned>(t * 100 + i));
 				std::vector<unsigned char> out(n);
 				void *d = nullptr;
@@ -471,7 +472,7 @@ TEST(Ipc, ChildSide)
 	EXPECT_EQ(got, want);
 	auto reply = pattern(1 << 20, 42);
 	ASSERT_EQ(npurtMemcpy(d, reply.data(), reply.size(), npurtMemcpyHostToDevice),
-		  npurtSuccess);
+	          npurtSuccess);
 	npurtPointerAttributes a{};
 	ASSERT_EQ(npurtPointerGetAttributes(&a, d), npurtSuccess);
 	EXPECT_EQ(a.type, npurtMemoryTypeDevice);
@@ -489,7 +490,7 @@ TEST_F(Memory, IpcShareAcrossProcesses)
 	void *mid = static_cast<char *>(d) + (1 << 20);
 	auto data = pattern(1 << 20, 21);
 	ASSERT_EQ(npurtMemcpy(mid, data.data(), data.size(), npurtMemcpyHostToDevice),
-		  npurtSuccess);
+	          npurtSuccess);
 	npurtIpcMemHandle_t h{};
 	ASSERT_EQ(npurtIpcGetMemHandle(&h, mid), npurtSuccess) << lastMessage();
 	EXPECT_GE(h.fd, 0);

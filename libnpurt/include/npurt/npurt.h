@@ -52,7 +52,7 @@ typedef enum npurtError {
 	npurtErrorPermission = 15, /* the OS refused access */
 	npurtErrorOperatingSystem = 16, /* an unexpected OS error */
 	npurtErrorHostMemoryAlreadyRegistered = 17, /* range overlaps a registration */
-	npurtErrorHostMemoryNotRegistered = 18,     /* not a registered pointer */
+	npurtErrorHostMemoryNotRegistered = 18, /* not a registered pointer */
 	npurtErrorUnknown = 999
 } npurtError_t;
 
@@ -147,17 +147,17 @@ typedef enum npurtMemcpyKind {
 
 typedef enum npurtMemoryType {
 	npurtMemoryTypeUnregistered = 0, /* ordinary host memory */
-	npurtMemoryTypeHost = 1,         /* pinned (MallocHost) or registered */
-	npurtMemoryTypeDevice = 2        /* device memory (Malloc, IPC) */
+	npurtMemoryTypeHost = 1, /* pinned (MallocHost) or registered */
+	npurtMemoryTypeDevice = 2 /* device memory (Malloc, IPC) */
 } npurtMemoryType;
 
 typedef struct npurtPointerAttributes {
 	npurtMemoryType type;
-	int device;          /* ordinal of the device, -1 if unregistered */
+	int device; /* ordinal of the device, -1 if unregistered */
 	void *devicePointer; /* the address the device uses (same as ptr) */
-	void *hostPointer;   /* host address, NULL for device memory */
-	void *base;          /* start of the allocation containing ptr */
-	size_t size;         /* its size in bytes */
+	void *hostPointer; /* host address, NULL for device memory */
+	void *base; /* start of the allocation containing ptr */
+	size_t size; /* its size in bytes */
 	unsigned char reserved[64];
 } npurtPointerAttributes;
 
@@ -175,14 +175,14 @@ NPURT_API npurtError_t npurtMemGetInfo(size_t *freeBytes, size_t *totalBytes);
 
 typedef struct npurtMemStats {
 	/* Current and peak values since creation or npurtMemResetPeakStats. */
-	uint64_t allocatedBytes, allocatedBytesPeak;   /* live allocations */
-	uint64_t reservedBytes, reservedBytesPeak;     /* held from the device */
-	uint64_t activeBlocks, activeBlocksPeak;       /* live blocks */
+	uint64_t allocatedBytes, allocatedBytesPeak; /* live allocations */
+	uint64_t reservedBytes, reservedBytesPeak; /* held from the device */
+	uint64_t activeBlocks, activeBlocksPeak; /* live blocks */
 	uint64_t inactiveSplitBytes, inactiveSplitBytesPeak; /* free but split */
-	uint64_t deviceAllocs;   /* allocations of device memory */
-	uint64_t deviceFrees;    /* releases of device memory */
-	uint64_t ooms;           /* out-of-memory failures */
-	uint64_t cacheFlushes;   /* retries after emptying the cache */
+	uint64_t deviceAllocs; /* allocations of device memory */
+	uint64_t deviceFrees; /* releases of device memory */
+	uint64_t ooms; /* out-of-memory failures */
+	uint64_t cacheFlushes; /* retries after emptying the cache */
 	uint64_t allocCalls, freeCalls;
 	uint64_t reserved[8];
 } npurtMemStats;
@@ -234,7 +234,7 @@ typedef struct npurtIpcMemHandle {
 
 NPURT_API npurtError_t npurtIpcGetMemHandle(npurtIpcMemHandle_t *handle, void *devPtr);
 NPURT_API npurtError_t npurtIpcOpenMemHandle(void **devPtr, npurtIpcMemHandle_t handle,
-					     unsigned int flags);
+                                             unsigned int flags);
 NPURT_API npurtError_t npurtIpcCloseMemHandle(void *devPtr);
 
 #ifdef __cplusplus

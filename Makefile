@@ -53,8 +53,7 @@ test: all
 	@$(TOP)/tests/run-tests.sh
 
 bench: all
-	@mkdir -p $(BUILD)/bench
-	@$(VMRUN) --out $(BUILD)/vm-bench $(addprefix -p ,$(PARAMS)) -- \
+	@$(VMRUN) --out $(BUILD)/bench $(addprefix -p ,$(PARAMS)) -- \
 		$(CMAKE_BUILD)/bin/npurt-bench --json $(BUILD)/bench/bench.json
 	@echo "JSON: $(BUILD)/bench/bench.json"
 

@@ -56,10 +56,10 @@ static void npu_debugfs_client(struct seq_file *m, struct drm_file *file)
 		   atomic64_read(&st->device_bytes),
 		   atomic64_read(&st->pinned_bytes));
 
-	mutex_lock(&nfile->vm.lock);
-	seq_printf(m, " mappings %llu mapped %llu\n", nfile->vm.mapping_count,
-		   nfile->vm.mapped_bytes);
-	drm_mm_for_each_node(node, &nfile->vm.mm) {
+	mutex_lock(&nfile->vm->lock);
+	seq_printf(m, " mappings %llu mapped %llu\n", nfile->vm->mapping_count,
+		   nfile->vm->mapped_bytes);
+	drm_mm_for_each_node(node, &nfile->vm->mm) {
 		struct npu_bo *bo = container_of(node, struct npu_mapping,
 						 node)->bo;
 
@@ -67,7 +67,7 @@ static void npu_debugfs_client(struct seq_file *m, struct drm_file *file)
 			   node->start, node->start + node->size,
 			   npu_kind_names[bo->kind], bo->shmem.base.size);
 	}
-	mutex_unlock(&nfile->vm.lock);
+	mutex_unlock(&nfile->vm->lock);
 }
 
 static int npu_debugfs_clients(struct seq_file *m, void *data)

@@ -35,7 +35,11 @@ static int npu_open(struct drm_device *drm, struct drm_file *file)
 
 	nfile->ndev = ndev;
 	nfile->file = file;
-	npu_vm_init(&nfile->vm, ndev);
+	nfile->vm = npu_vm_create(ndev);
+	if (!nfile->vm) {
+		kfree(nfile);
+		return -ENOMEM;
+	}
 	file->driver_priv = nfile;
 	atomic_inc(&ndev->file_count);
 	atomic_inc(&npu_live.files);
@@ -50,7 +54,7 @@ static void npu_postclose(struct drm_device *drm, struct drm_file *file)
 	struct npu_device *ndev = to_npu_device(drm);
 	struct npu_file *nfile = file->driver_priv;
 
-	npu_vm_fini(&nfile->vm);
+	npu_vm_put(nfile->vm);
 	kfree(nfile);
 	file->driver_priv = NULL;
 	atomic_dec(&ndev->file_count);
@@ -70,10 +74,10 @@ int npu_ioctl_context_info(struct drm_device *drm, void *data,
 	args->bo_bytes = atomic64_read(&nfile->stats.bo_bytes);
 	args->device_bytes = atomic64_read(&nfile->stats.device_bytes);
 	args->pinned_bytes = atomic64_read(&nfile->stats.pinned_bytes);
-	mutex_lock(&nfile->vm.lock);
-	args->mapping_count = nfile->vm.mapping_count;
-	args->mapped_bytes = nfile->vm.mapped_bytes;
-	mutex_unlock(&nfile->vm.lock);
+	mutex_lock(&nfile->vm->lock);
+	args->mapping_count = nfile->vm->mapping_count;
+	args->mapped_bytes = nfile->vm->mapped_bytes;
+	mutex_unlock(&nfile->vm->lock);
 	return 0;
 }
 

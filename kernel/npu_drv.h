@@ -67,7 +67,7 @@ struct npu_file_stats {
 struct npu_file {
 	struct npu_device *ndev;
 	struct drm_file *file;
-	struct npu_vm vm;
+	struct npu_vm *vm;
 	struct npu_file_stats stats;
 };
 

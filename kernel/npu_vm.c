@@ -8,6 +8,7 @@
  */
 
 #include <linux/highmem.h>
+#include <linux/ktime.h>
 #include <linux/overflow.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
@@ -22,11 +23,17 @@
 /* Largest single DRM_IOCTL_NPU_VM_ACCESS transfer. */
 #define NPU_VM_ACCESS_MAX	SZ_64M
 
-void npu_vm_init(struct npu_vm *vm, struct npu_device *ndev)
+struct npu_vm *npu_vm_create(struct npu_device *ndev)
 {
+	struct npu_vm *vm = kzalloc(sizeof(*vm), GFP_KERNEL);
+
+	if (!vm)
+		return NULL;
+	kref_init(&vm->refcount);
 	mutex_init(&vm->lock);
 	drm_mm_init(&vm->mm, ndev->props.va_start,
 		    ndev->props.va_end - ndev->props.va_start);
+	return vm;
 }
 
 static void npu_mapping_free(struct npu_vm *vm, struct npu_mapping *map)
@@ -41,8 +48,9 @@ static void npu_mapping_free(struct npu_vm *vm, struct npu_mapping *map)
 	kfree(map);
 }
 
-void npu_vm_fini(struct npu_vm *vm)
+static void npu_vm_release(struct kref *kref)
 {
+	struct npu_vm *vm = container_of(kref, struct npu_vm, refcount);
 	struct drm_mm_node *node, *next;
 
 	mutex_lock(&vm->lock);
@@ -52,6 +60,12 @@ void npu_vm_fini(struct npu_vm *vm)
 	mutex_unlock(&vm->lock);
 	drm_mm_takedown(&vm->mm);
 	mutex_destroy(&vm->lock);
+	kfree(vm);
+}
+
+void npu_vm_put(struct npu_vm *vm)
+{
+	kref_put(&vm->refcount, npu_vm_release);
 }
 
 static struct npu_mapping *npu_vm_find(struct npu_vm *vm, u64 addr)
@@ -133,10 +147,119 @@ int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
 	return ret;
 }
 
+/* Pages translated between two looks at the clock in long transfers. */
+#define NPU_VM_PAGES_PER_SLICE	64
+
+/* A device fault is -EFAULT to the job; the MMU says which kind. */
+static int npu_vm_fault(struct page *page, u64 addr, u64 *fault_addr)
+{
+	*fault_addr = addr;
+	return PTR_ERR(page) == -EACCES ? -EACCES : -EFAULT;
+}
+
+/**
+ * npu_vm_copy - copy engine: device to device through the MMU
+ * @vm: the address space.
+ * @dst: destination device address.
+ * @src: source device address.
+ * @len: bytes.
+ * @deadline_ns: ktime_get_ns() past which the copy stops with -ETIMEDOUT.
+ * @fault_addr: the faulting address on -EFAULT/-EACCES.
+ *
+ * Runs in the fence-signalling path: no allocation. The lock is dropped
+ * between slices so binds and other engines get a turn.
+ */
+int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
+		u64 *fault_addr)
+{
+	while (len) {
+		unsigned int slice = NPU_VM_PAGES_PER_SLICE;
+
+		if (ktime_get_ns() > deadline_ns)
+			return -ETIMEDOUT;
+		mutex_lock(&vm->lock);
+		while (len && slice--) {
+			size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(src));
+			struct page *sp, *dp;
+			void *s, *d;
+
+			n = min_t(size_t, n, PAGE_SIZE - offset_in_page(dst));
+			sp = npu_vm_translate(vm, src, false);
+			if (IS_ERR(sp)) {
+				mutex_unlock(&vm->lock);
+				return npu_vm_fault(sp, src, fault_addr);
+			}
+			dp = npu_vm_translate(vm, dst, true);
+			if (IS_ERR(dp)) {
+				mutex_unlock(&vm->lock);
+				return npu_vm_fault(dp, dst, fault_addr);
+			}
+			s = kmap_local_page(sp);
+			d = kmap_local_page(dp);
+			memcpy(d + offset_in_page(dst), s + offset_in_page(src), n);
+			kunmap_local(d);
+			kunmap_local(s);
+			src += n;
+			dst += n;
+			len -= n;
+		}
+		mutex_unlock(&vm->lock);
+	}
+	return 0;
+}
+
+/**
+ * npu_vm_fill - fill @len bytes at @dst with a @width-byte pattern
+ * @vm: the address space.
+ * @dst: destination device address, a multiple of @width.
+ * @len: bytes, a multiple of @width.
+ * @value: the pattern, little-endian.
+ * @width: 1, 2 or 4.
+ * @deadline_ns: as for npu_vm_copy().
+ * @fault_addr: as for npu_vm_copy().
+ */
+int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
+		u64 deadline_ns, u64 *fault_addr)
+{
+	u8 pat[4] = { value, value >> 8, value >> 16, value >> 24 };
+
+	while (len) {
+		unsigned int slice = NPU_VM_PAGES_PER_SLICE;
+
+		if (ktime_get_ns() > deadline_ns)
+			return -ETIMEDOUT;
+		mutex_lock(&vm->lock);
+		while (len && slice--) {
+			size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(dst));
+			struct page *dp = npu_vm_translate(vm, dst, true);
+			u8 *d;
+			size_t i;
+
+			if (IS_ERR(dp)) {
+				mutex_unlock(&vm->lock);
+				return npu_vm_fault(dp, dst, fault_addr);
+			}
+			d = (u8 *)kmap_local_page(dp) + offset_in_page(dst);
+			if (width == 1) {
+				memset(d, pat[0], n);
+			} else {
+				/* Page offsets keep the pattern's phase: dst is aligned. */
+				for (i = 0; i < n; i++)
+					d[i] = pat[(offset_in_page(dst) + i) % width];
+			}
+			kunmap_local(d);
+			dst += n;
+			len -= n;
+		}
+		mutex_unlock(&vm->lock);
+	}
+	return 0;
+}
+
 static int npu_vm_map(struct npu_file *nfile, struct drm_npu_vm_bind *args)
 {
 	struct drm_device *drm = &nfile->ndev->drm;
-	struct npu_vm *vm = &nfile->vm;
+	struct npu_vm *vm = nfile->vm;
 	struct npu_mapping *map;
 	struct npu_bo *bo;
 	u64 end;
@@ -200,7 +323,7 @@ err_put:
 
 static int npu_vm_unmap(struct npu_file *nfile, struct drm_npu_vm_bind *args)
 {
-	struct npu_vm *vm = &nfile->vm;
+	struct npu_vm *vm = nfile->vm;
 	struct npu_mapping *map;
 	int ret = -ENOENT;
 
@@ -280,7 +403,7 @@ int npu_ioctl_vm_access(struct drm_device *drm, void *data,
 			ret = -EFAULT;
 			break;
 		}
-		ret = npu_vm_rw(&nfile->vm, addr, bounce, n, write,
+		ret = npu_vm_rw(nfile->vm, addr, bounce, n, write,
 				&args->fault_addr);
 		if (ret)
 			break;

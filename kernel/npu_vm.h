@@ -5,6 +5,7 @@
 #ifndef __NPU_VM_H__
 #define __NPU_VM_H__
 
+#include <linux/kref.h>
 #include <linux/mutex.h>
 #include <linux/types.h>
 
@@ -15,6 +16,8 @@ struct page;
 
 /**
  * struct npu_vm - the device address space of one context
+ * @refcount: the context holds one reference, every job another, so the
+ *            mappings a running job uses outlive a closed file.
  * @lock: protects @mm, the mappings in it and the counters. Taken by
  *        binds, by device accesses while they translate, and by debugfs.
  *        Nothing that waits for device work may be done under it.
@@ -23,6 +26,7 @@ struct page;
  * @mapped_bytes: their total size.
  */
 struct npu_vm {
+	struct kref refcount;
 	struct mutex lock; /* see @lock above */
 	struct drm_mm mm;
 	u64 mapping_count;
@@ -43,12 +47,22 @@ struct npu_mapping {
 	bool readonly;
 };
 
-void npu_vm_init(struct npu_vm *vm, struct npu_device *ndev);
-void npu_vm_fini(struct npu_vm *vm);
+struct npu_vm *npu_vm_create(struct npu_device *ndev);
+void npu_vm_put(struct npu_vm *vm);
+
+static inline struct npu_vm *npu_vm_get(struct npu_vm *vm)
+{
+	kref_get(&vm->refcount);
+	return vm;
+}
 
 struct page *npu_vm_translate(struct npu_vm *vm, u64 addr, bool write);
 int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
 	      bool write, u64 *fault_addr);
+int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
+		u64 *fault_addr);
+int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
+		u64 deadline_ns, u64 *fault_addr);
 
 int npu_ioctl_vm_bind(struct drm_device *drm, void *data,
 		      struct drm_file *file);

@@ -30,6 +30,11 @@ extern "C" {
 #define DRM_NPU_VM_BIND			0x04
 #define DRM_NPU_VM_ACCESS		0x05
 #define DRM_NPU_CONTEXT_INFO		0x06
+#define DRM_NPU_QUEUE_CREATE		0x07
+#define DRM_NPU_QUEUE_DESTROY		0x08
+#define DRM_NPU_SUBMIT			0x09
+#define DRM_NPU_QUEUE_STATUS		0x0a
+#define DRM_NPU_QUEUE_RESET		0x0b
 
 #define DRM_IOCTL_NPU_QUERY \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_NPU_QUERY, struct drm_npu_query)
@@ -45,6 +50,16 @@ extern "C" {
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_NPU_VM_ACCESS, struct drm_npu_vm_access)
 #define DRM_IOCTL_NPU_CONTEXT_INFO \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_NPU_CONTEXT_INFO, struct drm_npu_context_info)
+#define DRM_IOCTL_NPU_QUEUE_CREATE \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_NPU_QUEUE_CREATE, struct drm_npu_queue_create)
+#define DRM_IOCTL_NPU_QUEUE_DESTROY \
+	DRM_IOW(DRM_COMMAND_BASE + DRM_NPU_QUEUE_DESTROY, struct drm_npu_queue_destroy)
+#define DRM_IOCTL_NPU_SUBMIT \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_NPU_SUBMIT, struct drm_npu_submit)
+#define DRM_IOCTL_NPU_QUEUE_STATUS \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_NPU_QUEUE_STATUS, struct drm_npu_queue_status)
+#define DRM_IOCTL_NPU_QUEUE_RESET \
+	DRM_IOW(DRM_COMMAND_BASE + DRM_NPU_QUEUE_RESET, struct drm_npu_queue_destroy)
 
 /* Query kinds for struct drm_npu_query::query. */
 enum drm_npu_query_id {
@@ -311,6 +326,302 @@ struct drm_npu_memory_info {
 	__u64 used;
 	__u64 bo_count;
 	__u64 context_count;
+};
+
+/*
+ * Queues and submission.
+ *
+ * A queue belongs to one context and feeds one engine of a class; jobs on
+ * a queue run in submission order. Each queue owns a timeline syncobj: its
+ * n-th job is point n. Wait with the core DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT
+ * (absolute CLOCK_MONOTONIC deadline); export points as sync_files with the
+ * core syncobj ioctls.
+ *
+ * A job that faults (bad device address, wrong permission, bad operands) or
+ * runs past the driver's job timeout completes its fence with an error
+ * (-EFAULT for a memory fault, -EINVAL for an op error, -ETIMEDOUT), the
+ * engine is reset and goes on with other queues, and the queue records the
+ * first error: later jobs on it complete with -ECANCELED and new submits
+ * fail with -EIO until DRM_IOCTL_NPU_QUEUE_RESET.
+ */
+
+/* drm_npu_queue_create.priority */
+enum drm_npu_priority {
+	DRM_NPU_PRIORITY_LOW = 0,
+	DRM_NPU_PRIORITY_NORMAL = 1,
+	DRM_NPU_PRIORITY_HIGH = 2,
+};
+
+/**
+ * struct drm_npu_queue_create - create a queue
+ * @engine_class: enum drm_npu_engine_class.
+ * @priority: enum drm_npu_priority.
+ * @flags: must be zero.
+ * @queue_id: out: the queue's id in this context (non-zero).
+ * @syncobj_handle: out: the queue's timeline syncobj. It belongs to the
+ *                  context like any syncobj; destroying it does not
+ *                  destroy the queue.
+ * @engine_id: out: the engine the queue feeds.
+ */
+struct drm_npu_queue_create {
+	__u32 engine_class;
+	__u32 priority;
+	__u32 flags;
+	__u32 queue_id;
+	__u32 syncobj_handle;
+	__u32 engine_id;
+};
+
+/**
+ * struct drm_npu_queue_destroy - destroy (or, for QUEUE_RESET, clear the
+ * error of) a queue
+ * @queue_id: the queue.
+ * @pad: must be zero.
+ *
+ * Destroy returns at once; jobs already submitted still complete (or are
+ * cancelled), and their points still signal. Reset fails with -EBUSY while
+ * jobs submitted before the error are still in flight.
+ */
+struct drm_npu_queue_destroy {
+	__u32 queue_id;
+	__u32 pad;
+};
+
+/**
+ * struct drm_npu_fence - a point to wait for before a job starts
+ * @handle: a syncobj of this context (a queue's timeline, or one imported
+ *          from a sync_file with DRM_IOCTL_SYNCOBJ_FD_TO_HANDLE).
+ * @flags: must be zero.
+ * @point: the timeline point; 0 for a binary syncobj.
+ *
+ * The syncobj must exist (-ENOENT) and already have a fence at @point
+ * (-EINVAL otherwise: a point nobody submitted yet). If that fence completes
+ * with an error, the job completes with the same error without running.
+ */
+struct drm_npu_fence {
+	__u32 handle;
+	__u32 flags;
+	__u64 point;
+};
+
+/* Limits of one submission. */
+#define DRM_NPU_MAX_CMDS_SIZE		(1 << 20)
+#define DRM_NPU_MAX_IN_FENCES		64
+
+/**
+ * struct drm_npu_submit - queue one job
+ * @queue_id: the queue.
+ * @flags: must be zero.
+ * @cmds_ptr: user pointer to the command buffer: packets back to back.
+ * @cmds_size: its size in bytes: non-zero, a multiple of 8, at most
+ *             DRM_NPU_MAX_CMDS_SIZE.
+ * @in_fence_count: number of struct drm_npu_fence at @in_fences_ptr, at
+ *                  most DRM_NPU_MAX_IN_FENCES.
+ * @in_fences_ptr: user pointer to the in-fences.
+ * @point: out: the job's point on the queue's timeline.
+ *
+ * Every packet is validated before anything is queued: an unknown opcode,
+ * a size that is not the packet's, a packet running past the buffer,
+ * non-zero reserved fields, zero or overflowing lengths, misaligned
+ * addresses and inconsistent op shapes are -EINVAL. Device addresses are
+ * only checked by the MMU when the job runs (faults). -EIO if the queue
+ * has an error, -ENOENT for an unknown queue.
+ */
+struct drm_npu_submit {
+	__u32 queue_id;
+	__u32 flags;
+	__u64 cmds_ptr;
+	__u32 cmds_size;
+	__u32 in_fence_count;
+	__u64 in_fences_ptr;
+	__u64 point;
+};
+
+/* Queue states in struct drm_npu_queue_status. */
+#define DRM_NPU_QUEUE_OK		0
+#define DRM_NPU_QUEUE_ERROR		1
+
+/**
+ * struct drm_npu_queue_status - state of a queue
+ * @queue_id: the queue.
+ * @flags: must be zero.
+ * @state: out: DRM_NPU_QUEUE_OK or DRM_NPU_QUEUE_ERROR.
+ * @error: out: the first error, a negative errno (0 if none).
+ * @error_point: out: the point of the job that failed first.
+ * @fault_addr: out: for a memory fault, the device address that faulted.
+ * @submitted: out: the last point submitted.
+ * @completed: out: the last point completed (in order).
+ * @engine_id: out: the engine the queue feeds.
+ * @pad: out: zero.
+ */
+struct drm_npu_queue_status {
+	__u32 queue_id;
+	__u32 flags;
+	__u32 state;
+	__s32 error;
+	__u64 error_point;
+	__u64 fault_addr;
+	__u64 submitted;
+	__u64 completed;
+	__u32 engine_id;
+	__u32 pad;
+};
+
+/*
+ * Command packets. Each starts with a header; sizes are in bytes and
+ * include the header; every packet has a fixed size (its struct's).
+ * Device addresses go through the context's MMU when the job runs.
+ */
+enum drm_npu_opcode {
+	DRM_NPU_PKT_NOP = 0,
+	DRM_NPU_PKT_COPY = 1,		/* copy engines and compute engines */
+	DRM_NPU_PKT_FILL = 2,
+	DRM_NPU_PKT_TIMESTAMP = 3,
+	DRM_NPU_PKT_WRITE_VALUE = 4,
+	DRM_NPU_PKT_WAIT_VALUE = 5,
+	DRM_NPU_PKT_OP = 6,		/* compute engines only */
+};
+
+struct drm_npu_pkt_header {
+	__u32 opcode;
+	__u32 size;
+};
+
+/* Copy @size bytes from @src to @dst (any alignment; may not overlap). */
+struct drm_npu_pkt_copy {
+	struct drm_npu_pkt_header hdr;
+	__u64 src;
+	__u64 dst;
+	__u64 size;
+};
+
+/*
+ * Fill @size bytes at @dst with the @width-byte little-endian pattern in
+ * @value (width 1, 2 or 4; @dst and @size multiples of it).
+ */
+struct drm_npu_pkt_fill {
+	struct drm_npu_pkt_header hdr;
+	__u64 dst;
+	__u64 size;
+	__u32 value;
+	__u32 width;
+};
+
+/* Write the device clock (ns) as a __u64 at @dst (8-byte aligned). */
+struct drm_npu_pkt_timestamp {
+	struct drm_npu_pkt_header hdr;
+	__u64 dst;
+};
+
+/* Write the __u64 @value at @dst (8-byte aligned). */
+struct drm_npu_pkt_write_value {
+	struct drm_npu_pkt_header hdr;
+	__u64 dst;
+	__u64 value;
+};
+
+/* drm_npu_pkt_wait_value.cmp */
+#define DRM_NPU_WAIT_GE			0	/* (*addr & mask) >= value */
+#define DRM_NPU_WAIT_EQ			1	/* (*addr & mask) == value */
+#define DRM_NPU_WAIT_NE			2	/* (*addr & mask) != value */
+
+/*
+ * Wait until the __u64 at @addr (8-byte aligned) compares true; polled by
+ * the engine, bounded by the job timeout.
+ */
+struct drm_npu_pkt_wait_value {
+	struct drm_npu_pkt_header hdr;
+	__u64 addr;
+	__u64 value;
+	__u64 mask;
+	__u32 cmp;
+	__u32 pad;
+};
+
+/* Element types. */
+enum drm_npu_dtype {
+	DRM_NPU_DTYPE_F32 = 0,
+	DRM_NPU_DTYPE_F16 = 1,
+	DRM_NPU_DTYPE_BF16 = 2,
+	DRM_NPU_DTYPE_I32 = 3,
+};
+
+/* Tensor ops (drm_npu_pkt_op.op). Tensors are dense and row-major. */
+enum drm_npu_op {
+	/* out[i] = a[i] op b[i], i < n; dtype any, out_dtype = dtype */
+	DRM_NPU_OP_ADD = 0,
+	DRM_NPU_OP_SUB = 1,
+	DRM_NPU_OP_MUL = 2,
+	DRM_NPU_OP_DIV = 3,		/* i32: b == 0 is an op error */
+	DRM_NPU_OP_MAX = 4,
+	DRM_NPU_OP_MIN = 5,
+	/* out[i] = alpha * a[i]; float dtypes */
+	DRM_NPU_OP_SCALE = 6,
+	/* out[i] = alpha * a[i] + b[i]; float dtypes */
+	DRM_NPU_OP_AXPY = 7,
+	/* out[i] = f(a[i]); RELU any dtype, GELU (tanh form) and EXP float */
+	DRM_NPU_OP_RELU = 8,
+	DRM_NPU_OP_GELU = 9,
+	DRM_NPU_OP_EXP = 10,
+	/* out[i] = (out_dtype)a[i]; float to i32 rounds to nearest, saturates */
+	DRM_NPU_OP_CAST = 11,
+	/* a is m x n; axis 0 reduces rows (out has n), axis 1 columns (m) */
+	DRM_NPU_OP_REDUCE_SUM = 12,
+	DRM_NPU_OP_REDUCE_MAX = 13,
+	/* a is m x n, out is n x m; any dtype */
+	DRM_NPU_OP_TRANSPOSE = 14,
+	/*
+	 * out (m x n, f32) = alpha * op(A) * op(B) + beta * C, op(A) m x k,
+	 * op(B) k x n; A and B f32 or f16 (dtype), accumulation in f32; C (f32,
+	 * m x n) is read only if beta != 0 and may equal out.
+	 */
+	DRM_NPU_OP_GEMM = 15,
+};
+
+/* drm_npu_pkt_op.flags for GEMM */
+#define DRM_NPU_OP_TRANS_A		(1 << 0)	/* A is stored k x m */
+#define DRM_NPU_OP_TRANS_B		(1 << 1)	/* B is stored n x k */
+
+/**
+ * struct drm_npu_pkt_op - launch a tensor op on a compute engine
+ * @hdr: DRM_NPU_PKT_OP, sizeof(struct drm_npu_pkt_op).
+ * @op: enum drm_npu_op.
+ * @dtype: enum drm_npu_dtype of the inputs.
+ * @out_dtype: enum drm_npu_dtype of the output (CAST: the target; GEMM:
+ *             F32; otherwise equal to @dtype).
+ * @flags: DRM_NPU_OP_TRANS_* for GEMM; zero otherwise.
+ * @a: device address of the first input.
+ * @b: second input (binary ops, AXPY, GEMM), else zero.
+ * @c: GEMM's C when @beta_bits is not 0.0f, else zero.
+ * @out: device address of the output.
+ * @m: rows (reduce, transpose, GEMM); zero for elementwise ops.
+ * @n: elements (elementwise), columns (reduce, transpose, GEMM).
+ * @k: GEMM's inner dimension; zero otherwise.
+ * @axis: reduce axis (0 or 1); zero otherwise.
+ * @alpha_bits: IEEE-754 binary32 bits of alpha (SCALE, AXPY, GEMM).
+ * @beta_bits: binary32 bits of beta (GEMM).
+ * @pad: must be zero.
+ *
+ * Element counts and byte sizes must not overflow and each operand is at
+ * most 1 GiB. Inputs and output may not partly overlap.
+ */
+struct drm_npu_pkt_op {
+	struct drm_npu_pkt_header hdr;
+	__u32 op;
+	__u32 dtype;
+	__u32 out_dtype;
+	__u32 flags;
+	__u64 a;
+	__u64 b;
+	__u64 c;
+	__u64 out;
+	__u64 m;
+	__u64 n;
+	__u64 k;
+	__u32 axis;
+	__u32 alpha_bits;
+	__u32 beta_bits;
+	__u32 pad;
 };
 
 #if defined(__cplusplus)

@@ -3,8 +3,14 @@
  * debugfs, per device (/sys/kernel/debug/dri/N/):
  *   npu_memory   device memory capacity and use, live BOs and contexts
  *   npu_clients  every context: its process, what it holds, its mappings
+ *                and its queues
+ *   npu_engines  per engine: queues, jobs done, busy time, resets
+ *   inject_hang, inject_fault, inject_latency_us
+ *                fault injection for tests: the next N jobs hang until
+ *                the watchdog or fault; latency is added to every job
  */
 
+#include <linux/debugfs.h>
 #include <linux/pid.h>
 #include <linux/sched.h>
 #include <linux/seq_file.h>
@@ -14,6 +20,7 @@
 
 #include "npu_drv.h"
 #include "npu_gem.h"
+#include "npu_queue.h"
 
 static int npu_debugfs_memory(struct seq_file *m, void *data)
 {
@@ -33,6 +40,40 @@ static const char *const npu_kind_names[] = {
 	[DRM_NPU_BO_USERPTR] = "userptr",
 	[DRM_NPU_BO_IMPORTED] = "imported",
 };
+
+static void npu_debugfs_queues(struct seq_file *m, struct npu_file *nfile)
+{
+	struct npu_queue *q;
+	unsigned long id;
+
+	xa_lock(&nfile->queues);
+	xa_for_each(&nfile->queues, id, q)
+		seq_printf(m, "  queue %lu engine %u submitted %llu completed %lld depth %lld error %d point %llu fault 0x%llx\n",
+			   id, q->engine->id, READ_ONCE(q->seqno),
+			   atomic64_read(&q->completed),
+			   READ_ONCE(q->seqno) - atomic64_read(&q->completed),
+			   READ_ONCE(q->error), READ_ONCE(q->error_point),
+			   READ_ONCE(q->fault_addr));
+	xa_unlock(&nfile->queues);
+}
+
+static int npu_debugfs_engines(struct seq_file *m, void *data)
+{
+	struct drm_info_node *node = m->private;
+	struct npu_device *ndev = to_npu_device(node->minor->dev);
+	u32 i;
+
+	for (i = 0; i < ndev->num_engines; i++) {
+		struct npu_engine *e = &ndev->engines[i];
+
+		seq_printf(m, "engine %u %s queues %d jobs %lld busy_ns %lld resets %lld\n",
+			   e->id, e->name, atomic_read(&e->queues),
+			   atomic64_read(&e->jobs_done),
+			   atomic64_read(&e->busy_ns),
+			   atomic64_read(&e->resets));
+	}
+	return 0;
+}
 
 static void npu_debugfs_client(struct seq_file *m, struct drm_file *file)
 {
@@ -68,6 +109,8 @@ static void npu_debugfs_client(struct seq_file *m, struct drm_file *file)
 			   npu_kind_names[bo->kind], bo->shmem.base.size);
 	}
 	mutex_unlock(&nfile->vm->lock);
+
+	npu_debugfs_queues(m, nfile);
 }
 
 static int npu_debugfs_clients(struct seq_file *m, void *data)
@@ -89,11 +132,20 @@ static int npu_debugfs_clients(struct seq_file *m, void *data)
 static const struct drm_info_list npu_debugfs_list[] = {
 	{ "npu_memory", npu_debugfs_memory, 0 },
 	{ "npu_clients", npu_debugfs_clients, 0 },
+	{ "npu_engines", npu_debugfs_engines, 0 },
 };
 
 void npu_debugfs_init(struct drm_minor *minor)
 {
+	struct npu_device *ndev = to_npu_device(minor->dev);
+
 	drm_debugfs_create_files(npu_debugfs_list,
 				 ARRAY_SIZE(npu_debugfs_list),
 				 minor->debugfs_root, minor);
+	debugfs_create_atomic_t("inject_hang", 0600, minor->debugfs_root,
+				&ndev->inject.hang);
+	debugfs_create_atomic_t("inject_fault", 0600, minor->debugfs_root,
+				&ndev->inject.fault);
+	debugfs_create_atomic_t("inject_latency_us", 0600,
+				minor->debugfs_root, &ndev->inject.latency_us);
 }

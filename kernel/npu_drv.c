@@ -21,6 +21,8 @@
 #include "npu_compat.h"
 #include "npu_drv.h"
 #include "npu_gem.h"
+#include "npu_job.h"
+#include "npu_queue.h"
 
 struct npu_live_objects npu_live;
 
@@ -40,6 +42,7 @@ static int npu_open(struct drm_device *drm, struct drm_file *file)
 		kfree(nfile);
 		return -ENOMEM;
 	}
+	xa_init_flags(&nfile->queues, XA_FLAGS_ALLOC1);
 	file->driver_priv = nfile;
 	atomic_inc(&ndev->file_count);
 	atomic_inc(&npu_live.files);
@@ -54,6 +57,9 @@ static void npu_postclose(struct drm_device *drm, struct drm_file *file)
 	struct npu_device *ndev = to_npu_device(drm);
 	struct npu_file *nfile = file->driver_priv;
 
+	/* Jobs in flight keep the queues and the address space they use. */
+	npu_queues_destroy_all(nfile);
+	xa_destroy(&nfile->queues);
 	npu_vm_put(nfile->vm);
 	kfree(nfile);
 	file->driver_priv = NULL;
@@ -90,6 +96,15 @@ static const struct drm_ioctl_desc npu_ioctls[] = {
 	DRM_IOCTL_DEF_DRV(NPU_VM_BIND, npu_ioctl_vm_bind, DRM_RENDER_ALLOW),
 	DRM_IOCTL_DEF_DRV(NPU_VM_ACCESS, npu_ioctl_vm_access, DRM_RENDER_ALLOW),
 	DRM_IOCTL_DEF_DRV(NPU_CONTEXT_INFO, npu_ioctl_context_info,
+			  DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(NPU_QUEUE_CREATE, npu_ioctl_queue_create,
+			  DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(NPU_QUEUE_DESTROY, npu_ioctl_queue_destroy,
+			  DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(NPU_SUBMIT, npu_ioctl_submit, DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(NPU_QUEUE_STATUS, npu_ioctl_queue_status,
+			  DRM_RENDER_ALLOW),
+	DRM_IOCTL_DEF_DRV(NPU_QUEUE_RESET, npu_ioctl_queue_reset,
 			  DRM_RENDER_ALLOW),
 };
 
@@ -134,12 +149,18 @@ static int npu_probe(struct platform_device *pdev)
 	if (ret)
 		return ret;
 
-	ret = drm_dev_register(&ndev->drm, 0);
+	ret = npu_engines_init(ndev);
 	if (ret)
 		goto err_hw_fini;
 
+	ret = drm_dev_register(&ndev->drm, 0);
+	if (ret)
+		goto err_engines_fini;
+
 	return 0;
 
+err_engines_fini:
+	npu_engines_fini(ndev);
 err_hw_fini:
 	ndev->hw->fini(ndev);
 	return ret;
@@ -151,6 +172,7 @@ static void npu_remove(struct platform_device *pdev)
 
 	/* Fails later ioctls on still-open files with -ENODEV. */
 	drm_dev_unplug(&ndev->drm);
+	npu_engines_fini(ndev);
 	ndev->hw->fini(ndev);
 }
 
@@ -197,11 +219,14 @@ static void __exit npu_exit(void)
 
 	/* vm-logcheck fails a test run on this line. */
 	if (atomic_read(&npu_live.bos) || atomic_read(&npu_live.mappings) ||
-	    atomic_read(&npu_live.files))
-		pr_err("npu: leak: %d BOs, %d mappings, %d files still alive at unload\n",
+	    atomic_read(&npu_live.files) || atomic_read(&npu_live.queues) ||
+	    atomic_read(&npu_live.jobs))
+		pr_err("npu: leak: %d BOs, %d mappings, %d files, %d queues, %d jobs still alive at unload\n",
 		       atomic_read(&npu_live.bos),
 		       atomic_read(&npu_live.mappings),
-		       atomic_read(&npu_live.files));
+		       atomic_read(&npu_live.files),
+		       atomic_read(&npu_live.queues),
+		       atomic_read(&npu_live.jobs));
 }
 
 module_init(npu_init);

@@ -9,6 +9,9 @@
 #include <drm/drm_file.h>
 #include <drm/npu_drm.h>
 
+#include <linux/xarray.h>
+
+#include "npu_engine.h"
 #include "npu_hw.h"
 #include "npu_vm.h"
 
@@ -27,6 +30,11 @@
  * @mem_used: bytes of device memory held by BOs (capacity is props).
  * @bo_count: live BOs of this device, of every kind.
  * @file_count: open files (contexts).
+ * @engines: the engines, by id; @num_engines of them.
+ * @num_engines: how many are initialised.
+ * @inject: fault injection, set through debugfs.
+ * @jobs_alive: jobs submitted and not yet freed.
+ * @jobs_wq: woken when @jobs_alive drops to zero.
  */
 struct npu_device {
 	struct drm_device drm;
@@ -37,6 +45,11 @@ struct npu_device {
 	atomic64_t mem_used;
 	atomic_t bo_count;
 	atomic_t file_count;
+	struct npu_engine engines[NPU_MAX_ENGINES];
+	u32 num_engines;
+	struct npu_inject inject;
+	atomic_t jobs_alive;
+	wait_queue_head_t jobs_wq;
 };
 
 /**
@@ -61,6 +74,7 @@ struct npu_file_stats {
  * @file: the DRM file.
  * @vm: the context's device address space.
  * @stats: resource counts, for CONTEXT_INFO and debugfs.
+ * @queues: the context's queues by id (the xarray's lock guards lookups).
  *
  * Everything a context owns hangs off this structure and dies with the file.
  */
@@ -69,6 +83,7 @@ struct npu_file {
 	struct drm_file *file;
 	struct npu_vm *vm;
 	struct npu_file_stats stats;
+	struct xarray queues;
 };
 
 /**
@@ -79,6 +94,8 @@ struct npu_live_objects {
 	atomic_t bos;
 	atomic_t mappings;
 	atomic_t files;
+	atomic_t queues;
+	atomic_t jobs;
 };
 
 extern struct npu_live_objects npu_live;

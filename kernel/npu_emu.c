@@ -34,6 +34,11 @@ module_param(compute_engines, uint, 0444);
 MODULE_PARM_DESC(compute_engines,
 		 "Compute engines per emulated NPU (1-8, default 2)");
 
+static unsigned int job_timeout_ms = 2000;
+module_param(job_timeout_ms, uint, 0444);
+MODULE_PARM_DESC(job_timeout_ms,
+		 "A job running longer is stopped and fails with -ETIMEDOUT (10-600000, default 2000)");
+
 /* Device addresses cover the whole x86-64 user address space (47 bits), so
  * the runtime can give host and device one unified address space.
  */
@@ -71,6 +76,7 @@ static int npu_emu_init(struct npu_device *ndev, struct npu_hw_props *props)
 	props->capabilities = DRM_NPU_CAP_EMULATED;
 	props->va_start = NPU_EMU_VA_START;
 	props->va_end = NPU_EMU_VA_END;
+	props->job_timeout_ms = job_timeout_ms;
 	props->num_engines = copy_engines + compute_engines;
 	for (i = 0; i < props->num_engines; i++)
 		props->engine_class[i] = i < copy_engines ?
@@ -120,6 +126,9 @@ static int npu_emu_check_params(void)
 	if (!ret)
 		ret = npu_emu_check_param("compute_engines", compute_engines,
 					  1, 8);
+	if (!ret)
+		ret = npu_emu_check_param("job_timeout_ms", job_timeout_ms, 10,
+					  600000);
 	return ret;
 }
 

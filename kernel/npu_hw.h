@@ -23,6 +23,7 @@ struct npu_device;
  * @capabilities: DRM_NPU_CAP_* bits.
  * @va_start: first bindable device address.
  * @va_end: one past the last bindable device address.
+ * @job_timeout_ms: a job running longer is stopped with -ETIMEDOUT.
  * @num_engines: number of valid entries in @engine_class.
  * @engine_class: enum drm_npu_engine_class of each engine, by engine id.
  */
@@ -33,6 +34,7 @@ struct npu_hw_props {
 	u64 capabilities;
 	u64 va_start;
 	u64 va_end;
+	u32 job_timeout_ms;
 	u32 num_engines;
 	u32 engine_class[NPU_MAX_ENGINES];
 };

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Engines of the emulated NPU. Each engine is a drm_gpu_scheduler whose
+ * run_job hands the job to an ordered workqueue: the engine's single
+ * execution unit. The engine is its own watchdog: a job runs against a
+ * deadline (the job_timeout_ms module parameter) and is cut off with
+ * -ETIMEDOUT, after which the engine resets and serves the next job, so
+ * the scheduler's own timeout is not used.
+ */
+
+#include <linux/dma-fence.h>
+#include <linux/sched.h>
+#include <linux/wait.h>
+
+#include <drm/drm_print.h>
+
+#include "npu_compute.h"
+#include "npu_drv.h"
+#include "npu_engine.h"
+#include "npu_job.h"
+
+/* Jobs an engine holds at once (queued in its workqueue or running). */
+#define NPU_ENGINE_CREDITS	64
+
+static const char *const npu_class_names[] = {
+	[DRM_NPU_ENGINE_COPY] = "copy",
+	[DRM_NPU_ENGINE_COMPUTE] = "compute",
+};
+
+static void npu_engine_fini(struct npu_engine *engine)
+{
+	drm_sched_fini(&engine->sched);
+	destroy_workqueue(engine->wq);
+	npu_compute_scratch_free(engine->scratch);
+}
+
+static int npu_engine_init(struct npu_device *ndev, struct npu_engine *engine,
+			   u32 id, u32 class, u32 instance)
+{
+	struct drm_sched_init_args args = {
+		.ops = &npu_sched_ops,
+		.credit_limit = NPU_ENGINE_CREDITS,
+		.hang_limit = 0,
+		.timeout = MAX_SCHEDULE_TIMEOUT,
+		.name = engine->name,
+		.dev = ndev->drm.dev,
+	};
+	int ret;
+
+	engine->ndev = ndev;
+	engine->id = id;
+	engine->class = class;
+	snprintf(engine->name, sizeof(engine->name), "npu%u-%s%u", ndev->index,
+		 npu_class_names[class], instance);
+	spin_lock_init(&engine->fence_lock);
+	engine->fence_context = dma_fence_context_alloc(1);
+
+	if (class == DRM_NPU_ENGINE_COMPUTE) {
+		engine->scratch = npu_compute_scratch_alloc();
+		if (!engine->scratch)
+			return -ENOMEM;
+	}
+	/* In the fence-signalling path: it must make progress under reclaim. */
+	engine->wq = alloc_ordered_workqueue("%s", WQ_MEM_RECLAIM | WQ_HIGHPRI,
+					     engine->name);
+	if (!engine->wq) {
+		ret = -ENOMEM;
+		goto err_scratch;
+	}
+	ret = drm_sched_init(&engine->sched, &args);
+	if (ret)
+		goto err_wq;
+	return 0;
+
+err_wq:
+	destroy_workqueue(engine->wq);
+err_scratch:
+	npu_compute_scratch_free(engine->scratch);
+	return ret;
+}
+
+int npu_engines_init(struct npu_device *ndev)
+{
+	u32 instances[2] = { };
+	u32 i;
+	int ret;
+
+	init_waitqueue_head(&ndev->jobs_wq);
+	for (i = 0; i < ndev->props.num_engines; i++) {
+		u32 class = ndev->props.engine_class[i];
+
+		ret = npu_engine_init(ndev, &ndev->engines[i], i, class,
+				      instances[class]++);
+		if (ret)
+			goto err_fini;
+	}
+	ndev->num_engines = ndev->props.num_engines;
+	return 0;
+
+err_fini:
+	while (i--)
+		npu_engine_fini(&ndev->engines[i]);
+	return ret;
+}
+
+/*
+ * All contexts are closed by now, but jobs they submitted may still be on
+ * the engines: let every one of them finish and be freed by its scheduler
+ * before the schedulers go away.
+ */
+void npu_engines_fini(struct npu_device *ndev)
+{
+	u32 i;
+
+	wait_event(ndev->jobs_wq, !atomic_read(&ndev->jobs_alive));
+	for (i = 0; i < ndev->num_engines; i++)
+		npu_engine_fini(&ndev->engines[i]);
+	ndev->num_engines = 0;
+}
+
+/* The engine of @class with the fewest queues. */
+struct npu_engine *npu_engine_pick(struct npu_device *ndev, u32 class)
+{
+	struct npu_engine *best = NULL;
+	u32 i;
+
+	for (i = 0; i < ndev->num_engines; i++) {
+		struct npu_engine *e = &ndev->engines[i];
+
+		if (e->class != class)
+			continue;
+		if (!best || atomic_read(&e->queues) < atomic_read(&best->queues))
+			best = e;
+	}
+	return best;
+}

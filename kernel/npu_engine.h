@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Engines of the emulated NPU: each is one drm_gpu_scheduler feeding an
+ * ordered workqueue that runs jobs one at a time.
+ */
+#ifndef __NPU_ENGINE_H__
+#define __NPU_ENGINE_H__
+
+#include <linux/atomic.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+
+#include <drm/gpu_scheduler.h>
+
+struct npu_device;
+struct npu_compute_scratch;
+
+/**
+ * struct npu_engine - one copy or compute engine
+ * @ndev: its device.
+ * @id: engine id on the device.
+ * @class: enum drm_npu_engine_class.
+ * @name: for fences and logs, e.g. "npu0-copy1".
+ * @sched: the scheduler; queues of this engine are its entities.
+ * @wq: ordered workqueue: the engine's execution unit.
+ * @fence_context: dma-fence context of the hardware fences.
+ * @fence_seqno: last hardware fence seqno.
+ * @fence_lock: lock of the hardware fences.
+ * @scratch: compute engines' working memory.
+ * @queues: queues feeding this engine (for picking the least loaded).
+ * @busy_ns: time spent running jobs.
+ * @jobs_done: jobs run to completion, with or without error.
+ * @resets: resets after a fault or a timeout.
+ */
+struct npu_engine {
+	struct npu_device *ndev;
+	u32 id;
+	u32 class;
+	char name[24];
+	struct drm_gpu_scheduler sched;
+	struct workqueue_struct *wq;
+	u64 fence_context;
+	atomic64_t fence_seqno;
+	spinlock_t fence_lock; /* see @fence_lock above */
+	struct npu_compute_scratch *scratch;
+	atomic_t queues;
+	atomic64_t busy_ns;
+	atomic64_t jobs_done;
+	atomic64_t resets;
+};
+
+/**
+ * struct npu_inject - fault injection through debugfs, for tests
+ * @hang: the next this many jobs on the device hang until they time out.
+ * @fault: the next this many jobs fault at their first packet's address.
+ * @latency_us: added to the start of every job.
+ */
+struct npu_inject {
+	atomic_t hang;
+	atomic_t fault;
+	atomic_t latency_us;
+};
+
+int npu_engines_init(struct npu_device *ndev);
+void npu_engines_fini(struct npu_device *ndev);
+struct npu_engine *npu_engine_pick(struct npu_device *ndev, u32 class);
+
+#endif /* __NPU_ENGINE_H__ */

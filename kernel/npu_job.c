@@ -1,0 +1,529 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Submission and execution of jobs.
+ *
+ * DRM_IOCTL_NPU_SUBMIT copies and validates the whole command buffer,
+ * resolves the in-fences, and pushes the job to its queue's scheduler
+ * entity; its finished fence becomes the next point of the queue's
+ * timeline. The scheduler calls run_job once the in-fences signal; run_job
+ * hands the job to the engine's workqueue, which executes the packets
+ * through the context's MMU and signals the job's hardware fence.
+ *
+ * Everything from run_job on is the fence-signalling path: no memory is
+ * allocated there (the hardware fence and the compute engines' scratch
+ * exist beforehand) and nothing waits for another fence.
+ */
+
+#include <linux/delay.h>
+#include <linux/dma-fence.h>
+#include <linux/dma-fence-chain.h>
+#include <linux/ktime.h>
+#include <linux/overflow.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include <drm/drm_print.h>
+#include <drm/drm_syncobj.h>
+
+#include "npu_compute.h"
+#include "npu_drv.h"
+#include "npu_engine.h"
+#include "npu_job.h"
+#include "npu_queue.h"
+#include "npu_vm.h"
+
+/* How often a WAIT_VALUE packet looks at memory. */
+#define NPU_WAIT_POLL_US	50
+
+static struct npu_job *to_npu_job(struct drm_sched_job *sched_job)
+{
+	return container_of(sched_job, struct npu_job, base);
+}
+
+static const char *npu_fence_driver_name(struct dma_fence *fence)
+{
+	return "npu";
+}
+
+static const char *npu_fence_timeline_name(struct dma_fence *fence)
+{
+	return "npu-engine";
+}
+
+static const struct dma_fence_ops npu_hw_fence_ops = {
+	.get_driver_name = npu_fence_driver_name,
+	.get_timeline_name = npu_fence_timeline_name,
+};
+
+static void npu_job_release(struct kref *kref)
+{
+	struct npu_job *job = container_of(kref, struct npu_job, refcount);
+	struct npu_device *ndev = job->engine->ndev;
+	u32 i;
+
+	for (i = 0; i < job->in_fence_count; i++)
+		dma_fence_put(job->in_fences[i]);
+	kfree(job->in_fences);
+	if (job->hw_fence_live)
+		dma_fence_put(job->hw_fence);
+	else
+		kfree(job->hw_fence);
+	kvfree(job->cmds);
+	npu_vm_put(job->vm);
+	npu_queue_put(job->queue);
+	kfree(job);
+	atomic_dec(&npu_live.jobs);
+	if (atomic_dec_and_test(&ndev->jobs_alive))
+		wake_up_all(&ndev->jobs_wq);
+}
+
+static void npu_job_put(struct npu_job *job)
+{
+	kref_put(&job->refcount, npu_job_release);
+}
+
+/* Records how the job ended on its queue. Completion is in order. */
+static void npu_job_retire(struct npu_job *job, int error, u64 fault_addr)
+{
+	if (error)
+		npu_queue_record_error(job->queue, error, job->point,
+				       fault_addr);
+	atomic64_set(&job->queue->completed, job->point);
+}
+
+static int npu_mmu_error(int err)
+{
+	/* The MMU's -ENXIO and -EACCES are both memory faults to the job. */
+	return err == -ENXIO || err == -EACCES ? -EFAULT : err;
+}
+
+static int npu_exec_wait_value(struct npu_job *job,
+			       const struct drm_npu_pkt_wait_value *w,
+			       u64 deadline, u64 *fault_addr)
+{
+	u64 v;
+	int ret;
+
+	for (;;) {
+		ret = npu_vm_rw(job->vm, w->addr, &v, sizeof(v), false,
+				fault_addr);
+		if (ret)
+			return npu_mmu_error(ret);
+		v &= w->mask;
+		if ((w->cmp == DRM_NPU_WAIT_GE && v >= w->value) ||
+		    (w->cmp == DRM_NPU_WAIT_EQ && v == w->value) ||
+		    (w->cmp == DRM_NPU_WAIT_NE && v != w->value))
+			return 0;
+		if (ktime_get_ns() > deadline)
+			return -ETIMEDOUT;
+		usleep_range(NPU_WAIT_POLL_US, 2 * NPU_WAIT_POLL_US);
+	}
+}
+
+/* Runs the packets, already validated at submit. */
+static int npu_job_execute(struct npu_job *job, u64 deadline, u64 *fault_addr)
+{
+	struct npu_device *ndev = job->engine->ndev;
+	u32 off = 0;
+	int ret = 0;
+
+	while (!ret && off < job->cmds_size) {
+		const struct drm_npu_pkt_header *hdr = job->cmds + off;
+
+		switch (hdr->opcode) {
+		case DRM_NPU_PKT_NOP:
+			break;
+		case DRM_NPU_PKT_COPY: {
+			const struct drm_npu_pkt_copy *c = (const void *)hdr;
+
+			ret = npu_vm_copy(job->vm, c->dst, c->src, c->size,
+					  deadline, fault_addr);
+			break;
+		}
+		case DRM_NPU_PKT_FILL: {
+			const struct drm_npu_pkt_fill *f = (const void *)hdr;
+
+			ret = npu_vm_fill(job->vm, f->dst, f->size, f->value,
+					  f->width, deadline, fault_addr);
+			break;
+		}
+		case DRM_NPU_PKT_TIMESTAMP: {
+			const struct drm_npu_pkt_timestamp *t = (const void *)hdr;
+			u64 now = ndev->hw->read_clock(ndev);
+
+			ret = npu_vm_rw(job->vm, t->dst, &now, sizeof(now), true,
+					fault_addr);
+			break;
+		}
+		case DRM_NPU_PKT_WRITE_VALUE: {
+			const struct drm_npu_pkt_write_value *w = (const void *)hdr;
+			u64 v = w->value;
+
+			ret = npu_vm_rw(job->vm, w->dst, &v, sizeof(v), true,
+					fault_addr);
+			break;
+		}
+		case DRM_NPU_PKT_WAIT_VALUE:
+			ret = npu_exec_wait_value(job, (const void *)hdr,
+						  deadline, fault_addr);
+			break;
+		case DRM_NPU_PKT_OP:
+			ret = npu_compute_run(job->vm, job->engine->scratch,
+					      (const void *)hdr, deadline,
+					      fault_addr);
+			break;
+		}
+		ret = npu_mmu_error(ret);
+		off += hdr->size;
+		if (!ret && ktime_get_ns() > deadline)
+			ret = -ETIMEDOUT;
+	}
+	return ret;
+}
+
+/* The device address an injected fault reports: the first packet's. */
+static u64 npu_job_first_addr(struct npu_job *job)
+{
+	const struct drm_npu_pkt_header *hdr = job->cmds;
+
+	switch (hdr->opcode) {
+	case DRM_NPU_PKT_COPY:
+		return ((const struct drm_npu_pkt_copy *)hdr)->src;
+	case DRM_NPU_PKT_FILL:
+		return ((const struct drm_npu_pkt_fill *)hdr)->dst;
+	case DRM_NPU_PKT_OP:
+		return ((const struct drm_npu_pkt_op *)hdr)->a;
+	default:
+		return 0;
+	}
+}
+
+static int npu_atomic_take(atomic_t *v)
+{
+	return atomic_add_unless(v, -1, 0);
+}
+
+static void npu_job_work(struct work_struct *work)
+{
+	struct npu_job *job = container_of(work, struct npu_job, work);
+	struct npu_engine *engine = job->engine;
+	struct npu_device *ndev = engine->ndev;
+	u64 start = ktime_get_ns();
+	u64 deadline = start + (u64)ndev->props.job_timeout_ms * NSEC_PER_MSEC;
+	u64 fault_addr = 0;
+	bool cookie;
+	u32 latency;
+	int ret;
+
+	cookie = dma_fence_begin_signalling();
+
+	latency = atomic_read(&ndev->inject.latency_us);
+	if (latency)
+		usleep_range(latency, latency + 1);
+
+	ret = npu_queue_error(job->queue) ? -ECANCELED : 0;
+	if (!ret && npu_atomic_take(&ndev->inject.hang)) {
+		/* A hung job: nothing happens until the watchdog fires. */
+		while (ktime_get_ns() <= deadline)
+			usleep_range(2000, 5000);
+		ret = -ETIMEDOUT;
+	} else if (!ret && npu_atomic_take(&ndev->inject.fault)) {
+		fault_addr = npu_job_first_addr(job);
+		ret = -EFAULT;
+	} else if (!ret) {
+		ret = npu_job_execute(job, deadline, &fault_addr);
+	}
+
+	if (ret == -ETIMEDOUT || ret == -EFAULT || ret == -EINVAL) {
+		/* The emulated engine resets: it keeps no state between jobs. */
+		atomic64_inc(&engine->resets);
+		drm_dbg(&ndev->drm, "%s: job %llu failed (%d), engine reset\n",
+			engine->name, job->point, ret);
+	}
+	npu_job_retire(job, ret, fault_addr);
+	atomic64_add(ktime_get_ns() - start, &engine->busy_ns);
+	atomic64_inc(&engine->jobs_done);
+
+	if (ret) {
+		dma_fence_set_error(&job->base.s_fence->finished, ret);
+		dma_fence_set_error(job->hw_fence, ret);
+	}
+	dma_fence_signal(job->hw_fence);
+	dma_fence_end_signalling(cookie);
+	npu_job_put(job);
+}
+
+static struct dma_fence *npu_run_job(struct drm_sched_job *sched_job)
+{
+	struct npu_job *job = to_npu_job(sched_job);
+	struct npu_engine *engine = job->engine;
+	int error = sched_job->s_fence->finished.error;
+	u32 i;
+
+	/* An in-fence that failed fails the job: its inputs are wrong. */
+	for (i = 0; !error && i < job->in_fence_count; i++)
+		error = job->in_fences[i]->error;
+	if (!error && npu_queue_error(job->queue))
+		error = -ECANCELED;
+	if (error) {
+		npu_job_retire(job, error, 0);
+		return ERR_PTR(error);
+	}
+
+	dma_fence_init(job->hw_fence, &npu_hw_fence_ops, &engine->fence_lock,
+		       engine->fence_context,
+		       atomic64_inc_return(&engine->fence_seqno));
+	job->hw_fence_live = true;
+	kref_get(&job->refcount);
+	queue_work(engine->wq, &job->work);
+	return dma_fence_get(job->hw_fence);
+}
+
+static enum drm_gpu_sched_stat npu_timedout_job(struct drm_sched_job *sched_job)
+{
+	/* Not reached: the engines enforce the job timeout themselves. */
+	return DRM_GPU_SCHED_STAT_NOMINAL;
+}
+
+static void npu_free_job(struct drm_sched_job *sched_job)
+{
+	struct npu_job *job = to_npu_job(sched_job);
+
+	drm_sched_job_cleanup(sched_job);
+	npu_job_put(job);
+}
+
+const struct drm_sched_backend_ops npu_sched_ops = {
+	.run_job = npu_run_job,
+	.timedout_job = npu_timedout_job,
+	.free_job = npu_free_job,
+};
+
+/* Sizes of the fixed-size packets, by opcode. */
+static const u32 npu_pkt_sizes[] = {
+	[DRM_NPU_PKT_NOP] = sizeof(struct drm_npu_pkt_header),
+	[DRM_NPU_PKT_COPY] = sizeof(struct drm_npu_pkt_copy),
+	[DRM_NPU_PKT_FILL] = sizeof(struct drm_npu_pkt_fill),
+	[DRM_NPU_PKT_TIMESTAMP] = sizeof(struct drm_npu_pkt_timestamp),
+	[DRM_NPU_PKT_WRITE_VALUE] = sizeof(struct drm_npu_pkt_write_value),
+	[DRM_NPU_PKT_WAIT_VALUE] = sizeof(struct drm_npu_pkt_wait_value),
+	[DRM_NPU_PKT_OP] = sizeof(struct drm_npu_pkt_op),
+};
+
+static bool npu_range_ok(u64 addr, u64 size)
+{
+	u64 end;
+
+	return size && !check_add_overflow(addr, size, &end);
+}
+
+static int npu_validate_packet(struct drm_device *drm,
+			       const struct drm_npu_pkt_header *hdr,
+			       u32 engine_class)
+{
+	switch (hdr->opcode) {
+	case DRM_NPU_PKT_NOP:
+		return 0;
+	case DRM_NPU_PKT_COPY: {
+		const struct drm_npu_pkt_copy *c = (const void *)hdr;
+
+		if (!npu_range_ok(c->src, c->size) ||
+		    !npu_range_ok(c->dst, c->size))
+			return -EINVAL;
+		/* Overlapping ranges would make the result order-dependent. */
+		if (c->src < c->dst + c->size && c->dst < c->src + c->size)
+			return -EINVAL;
+		return 0;
+	}
+	case DRM_NPU_PKT_FILL: {
+		const struct drm_npu_pkt_fill *f = (const void *)hdr;
+
+		if ((f->width != 1 && f->width != 2 && f->width != 4) ||
+		    !npu_range_ok(f->dst, f->size) || f->dst % f->width ||
+		    f->size % f->width ||
+		    (f->width < 4 && f->value >> (8 * f->width)))
+			return -EINVAL;
+		return 0;
+	}
+	case DRM_NPU_PKT_TIMESTAMP: {
+		const struct drm_npu_pkt_timestamp *t = (const void *)hdr;
+
+		return t->dst % 8 ? -EINVAL : 0;
+	}
+	case DRM_NPU_PKT_WRITE_VALUE: {
+		const struct drm_npu_pkt_write_value *w = (const void *)hdr;
+
+		return w->dst % 8 ? -EINVAL : 0;
+	}
+	case DRM_NPU_PKT_WAIT_VALUE: {
+		const struct drm_npu_pkt_wait_value *w = (const void *)hdr;
+
+		if (w->addr % 8 || w->pad || w->cmp > DRM_NPU_WAIT_NE)
+			return -EINVAL;
+		return 0;
+	}
+	case DRM_NPU_PKT_OP:
+		if (engine_class != DRM_NPU_ENGINE_COMPUTE)
+			return -EINVAL;
+		return npu_compute_validate(drm, (const void *)hdr);
+	default:
+		return -EINVAL;
+	}
+}
+
+static int npu_validate_cmds(struct drm_device *drm, const void *cmds,
+			     u32 size, u32 engine_class)
+{
+	u32 off = 0;
+	int ret;
+
+	while (off < size) {
+		const struct drm_npu_pkt_header *hdr = cmds + off;
+
+		if (size - off < sizeof(*hdr) ||
+		    hdr->opcode >= ARRAY_SIZE(npu_pkt_sizes) ||
+		    hdr->size != npu_pkt_sizes[hdr->opcode] ||
+		    hdr->size > size - off) {
+			drm_dbg(drm, "submit: bad packet header at offset %u\n",
+				off);
+			return -EINVAL;
+		}
+		ret = npu_validate_packet(drm, hdr, engine_class);
+		if (ret) {
+			drm_dbg(drm, "submit: bad packet (opcode %u) at offset %u\n",
+				hdr->opcode, off);
+			return ret;
+		}
+		off += hdr->size;
+	}
+	return 0;
+}
+
+/* Resolves the in-fences into references held by the job. */
+static int npu_job_get_in_fences(struct drm_file *file, struct npu_job *job,
+				 const struct drm_npu_submit *args)
+{
+	struct drm_npu_fence __user *ufences = u64_to_user_ptr(args->in_fences_ptr);
+	struct drm_npu_fence f;
+	u32 i;
+	int ret;
+
+	if (!args->in_fence_count)
+		return 0;
+	job->in_fences = kcalloc(args->in_fence_count,
+				 sizeof(*job->in_fences), GFP_KERNEL);
+	if (!job->in_fences)
+		return -ENOMEM;
+	for (i = 0; i < args->in_fence_count; i++) {
+		if (copy_from_user(&f, &ufences[i], sizeof(f)))
+			return -EFAULT;
+		if (f.flags)
+			return -EINVAL;
+		ret = drm_syncobj_find_fence(file, f.handle, f.point, 0,
+					     &job->in_fences[i]);
+		if (ret) {
+			drm_dbg(file->minor->dev,
+				"submit: in-fence %u (syncobj %u point %llu): %d\n",
+				i, f.handle, f.point, ret);
+			return ret;
+		}
+		job->in_fence_count++;
+	}
+	return 0;
+}
+
+int npu_ioctl_submit(struct drm_device *drm, void *data,
+		     struct drm_file *file)
+{
+	struct npu_device *ndev = to_npu_device(drm);
+	struct npu_file *nfile = file->driver_priv;
+	struct drm_npu_submit *args = data;
+	struct dma_fence_chain *chain = NULL;
+	struct npu_queue *queue;
+	struct npu_job *job;
+	u32 i;
+	int ret;
+
+	if (args->flags || !args->cmds_size || args->cmds_size % 8 ||
+	    args->cmds_size > DRM_NPU_MAX_CMDS_SIZE ||
+	    args->in_fence_count > DRM_NPU_MAX_IN_FENCES) {
+		drm_dbg(drm, "submit: bad flags, size or fence count\n");
+		return -EINVAL;
+	}
+	queue = npu_queue_lookup(nfile, args->queue_id);
+	if (!queue) {
+		drm_dbg(drm, "submit: no queue %u\n", args->queue_id);
+		return -ENOENT;
+	}
+
+	job = kzalloc(sizeof(*job), GFP_KERNEL);
+	if (!job) {
+		npu_queue_put(queue);
+		return -ENOMEM;
+	}
+	kref_init(&job->refcount);
+	INIT_WORK(&job->work, npu_job_work);
+	job->queue = queue;
+	job->engine = queue->engine;
+	job->vm = npu_vm_get(nfile->vm);
+	job->cmds_size = args->cmds_size;
+	atomic_inc(&ndev->jobs_alive);
+	atomic_inc(&npu_live.jobs);
+
+	job->cmds = kvmalloc(args->cmds_size, GFP_KERNEL);
+	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL);
+	chain = dma_fence_chain_alloc();
+	if (!job->cmds || !job->hw_fence || !chain) {
+		ret = -ENOMEM;
+		goto err_put;
+	}
+	if (copy_from_user(job->cmds, u64_to_user_ptr(args->cmds_ptr),
+			   args->cmds_size)) {
+		ret = -EFAULT;
+		goto err_put;
+	}
+	ret = npu_validate_cmds(drm, job->cmds, job->cmds_size,
+				job->engine->class);
+	if (ret)
+		goto err_put;
+	ret = npu_job_get_in_fences(file, job, args);
+	if (ret)
+		goto err_put;
+
+	ret = drm_sched_job_init(&job->base, &queue->entity, nfile);
+	if (ret)
+		goto err_put;
+	for (i = 0; i < job->in_fence_count; i++) {
+		/* The scheduler takes its own reference. */
+		ret = drm_sched_job_add_dependency(&job->base,
+						   dma_fence_get(job->in_fences[i]));
+		if (ret)
+			goto err_cleanup;
+	}
+
+	mutex_lock(&queue->submit_lock);
+	if (queue->dead || npu_queue_error(queue)) {
+		mutex_unlock(&queue->submit_lock);
+		drm_dbg(drm, "submit: queue %u has an error\n", queue->id);
+		ret = -EIO;
+		goto err_cleanup;
+	}
+	drm_sched_job_arm(&job->base);
+	job->point = ++queue->seqno;
+	drm_syncobj_add_point(queue->syncobj, chain,
+			      &job->base.s_fence->finished, job->point);
+	chain = NULL;
+	drm_sched_entity_push_job(&job->base);
+	mutex_unlock(&queue->submit_lock);
+
+	args->point = job->point;
+	return 0;
+
+err_cleanup:
+	drm_sched_job_cleanup(&job->base);
+err_put:
+	dma_fence_chain_free(chain);
+	npu_job_put(job);
+	return ret;
+}

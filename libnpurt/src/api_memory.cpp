@@ -13,6 +13,7 @@
 #include "error.h"
 #include "npu_drm.h"
 #include "runtime.h"
+#include "stream.h"
 
 using npurt::Context;
 using npurt::Runtime;
@@ -133,6 +134,271 @@ const char *kindName(npurtMemcpyKind k)
 npurtError_t current(Context **ctx, const char *api)
 {
 	return Runtime::instance().currentContext(ctx, api);
+}
+
+// Where a copy operand lives, from the stream's point of view.
+enum class Side { Device, Direct, Pageable };
+
+struct Operand {
+	Side side = Side::Pageable;
+	DeviceSide dev;
+};
+
+npurtError_t classify(const char *api, const char *what, const void *p, npurt::Stream *s,
+                      Operand *out)
+{
+	bool isDevice = false;
+	if (npurtError_t err = resolveDevice(api, what, p, &s->ctx(), &out->dev, &isDevice))
+		return err;
+	if (isDevice) {
+		out->side = Side::Device;
+		return npurtSuccess;
+	}
+	uint64_t base = 0;
+	Runtime::HostRange r{};
+	// Pinned or registered memory mapped in the stream's context is read
+	// and written by the copy engine at its host address.
+	if (Runtime::instance().findHostRange(addrOf(p), &base, &r) && r.ctx == &s->ctx())
+		out->side = Side::Direct;
+	else
+		out->side = Side::Pageable;
+	return npurtSuccess;
+}
+
+std::vector<uint8_t> packet(const void *pkt, size_t size)
+{
+	const auto *b = static_cast<const uint8_t *>(pkt);
+	return std::vector<uint8_t>(b, b + size);
+}
+
+npurt::TaskInfo task(const char *api, std::string what, int op, uint64_t bytes,
+                     const std::string &site)
+{
+	npurt::TaskInfo t;
+	t.api = api;
+	t.what = std::move(what);
+	t.op = op;
+	t.bytes = bytes;
+	t.site = site;
+	t.queuedNs = static_cast<uint64_t>(npurt::monotonicNs());
+	return t;
+}
+
+npurtError_t submitCopy(npurt::Stream *s, uint64_t dst, uint64_t src, uint64_t n, const char *api,
+                        const std::string &what, const std::string &site)
+{
+	drm_npu_pkt_copy c{};
+	c.hdr = {DRM_NPU_PKT_COPY, sizeof(c)};
+	c.src = src;
+	c.dst = dst;
+	c.size = n;
+	return s->submit(DRM_NPU_ENGINE_COPY, packet(&c, sizeof(c)), task(api, what, -1, n, site));
+}
+
+// Pageable host to device: the CPU fills one pinned staging buffer while
+// the copy engine drains the other.
+npurtError_t stageIn(npurt::Stream *s, uint64_t dst, const void *src, size_t count, const char *api,
+                     const std::string &site)
+{
+	auto lock = s->stagingLock();
+	npurt::PinnedBuffer *bufs = nullptr;
+	npurt::Point *use = nullptr;
+	if (npurtError_t err = s->staging(&bufs, &use, api))
+		return err;
+	for (size_t off = 0, i = 0; off < count; i ^= 1) {
+		size_t n = std::min(count - off, bufs[i].size);
+		if (npurt::waitPoint(use[i], INT64_MAX))
+			return setError(npurtErrorOperatingSystem,
+			                std::string(api) + ": staging wait failed");
+		std::memcpy(bufs[i].ptr, static_cast<const char *>(src) + off, n);
+		if (npurtError_t err = submitCopy(
+		            s, dst + off, addrOf(bufs[i].ptr), n, api,
+		            "copy host (pageable) -> device " + std::to_string(n) + " bytes", site))
+			return err;
+		use[i] = s->tail();
+		off += n;
+	}
+	return npurtSuccess;
+}
+
+// Device to pageable host: the engine fills one buffer while the CPU
+// empties the other; returns when the data has arrived.
+npurtError_t stageOut(npurt::Stream *s, void *dst, uint64_t src, size_t count, const char *api,
+                      const std::string &site)
+{
+	auto lock = s->stagingLock();
+	npurt::PinnedBuffer *bufs = nullptr;
+	npurt::Point *use = nullptr;
+	if (npurtError_t err = s->staging(&bufs, &use, api))
+		return err;
+	struct Pending {
+		size_t off = 0, n = 0;
+		int buf = -1;
+	} prev;
+	auto drain = [&](const Pending &p) -> npurtError_t {
+		if (p.buf < 0)
+			return npurtSuccess;
+		if (npurt::waitPoint(use[p.buf], INT64_MAX))
+			return setError(npurtErrorOperatingSystem,
+			                std::string(api) + ": staging wait failed");
+		if (npurtError_t err = s->checkFailureLocked(api))
+			return err;
+		std::memcpy(static_cast<char *>(dst) + p.off, bufs[p.buf].ptr, p.n);
+		return npurtSuccess;
+	};
+	for (size_t off = 0, i = 0; off < count; i ^= 1) {
+		size_t n = std::min(count - off, bufs[i].size);
+		if (npurt::waitPoint(use[i], INT64_MAX))
+			return setError(npurtErrorOperatingSystem,
+			                std::string(api) + ": staging wait failed");
+		if (npurtError_t err = submitCopy(
+		            s, addrOf(bufs[i].ptr), src + off, n, api,
+		            "copy device -> host (pageable) " + std::to_string(n) + " bytes", site))
+			return err;
+		use[i] = s->tail();
+		if (npurtError_t err = drain(prev))
+			return err;
+		prev = {off, n, static_cast<int>(i)};
+		off += n;
+	}
+	return drain(prev);
+}
+
+npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npurtMemcpyKind kind,
+                  npurtStream_t stream, bool sync, void *ra)
+{
+	std::string site = npurt::takeCallSite(ra);
+	if (!count)
+		return npurtSuccess;
+	if (!dst || !src)
+		return nullArgument(api, !dst ? "dst" : "src");
+	if (kind < npurtMemcpyHostToHost || kind > npurtMemcpyDefault)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": unknown kind " + std::to_string(kind));
+	npurt::Stream *s = nullptr;
+	if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+		return err;
+	Operand d, o;
+	if (npurtError_t err = classify(api, "dst", dst, s, &d))
+		return err;
+	if (npurtError_t err = classify(api, "src", src, s, &o))
+		return err;
+	bool dstDev = d.side == Side::Device, srcDev = o.side == Side::Device;
+	if (kind != npurtMemcpyDefault) {
+		bool wantDst = kind == npurtMemcpyHostToDevice || kind == npurtMemcpyDeviceToDevice;
+		bool wantSrc = kind == npurtMemcpyDeviceToHost || kind == npurtMemcpyDeviceToDevice;
+		if (wantDst != dstDev || wantSrc != srcDev)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": " + kindName(kind) + " but dst " +
+			                        hex(addrOf(dst)) + " is " +
+			                        (dstDev ? "device" : "host") + " memory and src " +
+			                        hex(addrOf(src)) + " is " +
+			                        (srcDev ? "device" : "host") + " memory");
+	}
+	if (dstDev)
+		if (npurtError_t err = checkBounds(api, "dst", dst, count, d.dev))
+			return err;
+	if (srcDev)
+		if (npurtError_t err = checkBounds(api, "src", src, count, o.dev))
+			return err;
+
+	Context *sc = &s->ctx();
+	bool dstHere = d.side == Side::Direct || (dstDev && d.dev.ctx == sc);
+	bool srcHere = o.side == Side::Direct || (srcDev && o.dev.ctx == sc);
+	npurtError_t err = npurtSuccess;
+	if (!dstDev && !srcDev && !(dstHere && srcHere)) {
+		// Host to host, in stream order.
+		if ((err = s->synchronize(-1, api)))
+			return err;
+		std::memmove(dst, src, count);
+		return npurtSuccess;
+	}
+	if (dstHere && srcHere) {
+		const char *from = srcDev ? "device" : "host (pinned)";
+		const char *to = dstDev ? "device" : "host (pinned)";
+		err = submitCopy(s, addrOf(dst), addrOf(src), count, api,
+		                 std::string("copy ") + from + " -> " + to + " " +
+		                         std::to_string(count) + " bytes",
+		                 site);
+	} else if (dstDev && d.dev.ctx == sc && o.side == Side::Pageable) {
+		err = stageIn(s, addrOf(dst), src, count, api, site);
+	} else if (srcDev && o.dev.ctx == sc && d.side == Side::Pageable) {
+		return stageOut(s, dst, addrOf(src), count, api, site);
+	} else {
+		// Memory of another context or NPU: in host order, through the
+		// driver's MMU path, after the stream's earlier work.
+		if ((err = s->synchronize(-1, api)))
+			return err;
+		if (!srcDev)
+			return vmAccess(api, d.dev.ctx, addrOf(dst), const_cast<void *>(src), count,
+			                true);
+		if (!dstDev)
+			return vmAccess(api, o.dev.ctx, addrOf(src), dst, count, false);
+		std::vector<char> bounce(std::min<size_t>(count, 4u << 20));
+		for (size_t done = 0; done < count;) {
+			size_t n = std::min(bounce.size(), count - done);
+			if ((err = vmAccess(api, o.dev.ctx, addrOf(src) + done, bounce.data(), n,
+			                    false)))
+				return err;
+			if ((err = vmAccess(api, d.dev.ctx, addrOf(dst) + done, bounce.data(), n,
+			                    true)))
+				return err;
+			done += n;
+		}
+		return npurtSuccess;
+	}
+	if (!err && sync)
+		err = s->synchronize(-1, api);
+	return err;
+}
+
+npurtError_t fill(const char *api, void *devPtr, int value, size_t count, npurtStream_t stream,
+                  bool sync, void *ra)
+{
+	std::string site = npurt::takeCallSite(ra);
+	if (!count)
+		return npurtSuccess;
+	if (!devPtr)
+		return nullArgument(api, "devPtr");
+	npurt::Stream *s = nullptr;
+	if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+		return err;
+	Operand d;
+	if (npurtError_t err = classify(api, "devPtr", devPtr, s, &d))
+		return err;
+	if (d.side != Side::Device)
+		return setError(npurtErrorInvalidValue, std::string(api) + ": " +
+		                                                hex(addrOf(devPtr)) +
+		                                                " is not device memory");
+	if (npurtError_t err = checkBounds(api, "devPtr", devPtr, count, d.dev))
+		return err;
+	npurtError_t err;
+	if (d.dev.ctx != &s->ctx()) {
+		if ((err = s->synchronize(-1, api)))
+			return err;
+		std::vector<unsigned char> pattern(std::min<size_t>(count, 4u << 20),
+		                                   static_cast<unsigned char>(value));
+		for (size_t done = 0; done < count;) {
+			size_t n = std::min(pattern.size(), count - done);
+			if ((err = vmAccess(api, d.dev.ctx, addrOf(devPtr) + done, pattern.data(),
+			                    n, true)))
+				return err;
+			done += n;
+		}
+		return npurtSuccess;
+	}
+	drm_npu_pkt_fill f{};
+	f.hdr = {DRM_NPU_PKT_FILL, sizeof(f)};
+	f.dst = addrOf(devPtr);
+	f.size = count;
+	f.value = static_cast<unsigned char>(value);
+	f.width = 1;
+	err = s->submit(DRM_NPU_ENGINE_COPY, packet(&f, sizeof(f)),
+	                task(api, "fill " + std::to_string(count) + " bytes with " + hex(f.value),
+	                     -2, count, site));
+	if (!err && sync)
+		err = s->synchronize(-1, api);
+	return err;
 }
 
 }  // namespace
@@ -567,105 +833,42 @@ npurtError_t npurtPointerGetAttributes(npurtPointerAttributes *attr, const void 
 	}
 }
 
+npurtError_t npurtMemcpyAsync(void *dst, const void *src, size_t count, npurtMemcpyKind kind,
+                              npurtStream_t stream)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return copy("npurtMemcpyAsync", dst, src, count, kind, stream, false, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpyAsync");
+	}
+}
+
 npurtError_t npurtMemcpy(void *dst, const void *src, size_t count, npurtMemcpyKind kind)
 {
+	void *ra = __builtin_return_address(0);
 	try {
-		const char *api = "npurtMemcpy";
-		if (!count)
-			return npurtSuccess;
-		if (!dst || !src)
-			return nullArgument(api, !dst ? "dst" : "src");
-		if (kind < npurtMemcpyHostToHost || kind > npurtMemcpyDefault)
-			return setError(npurtErrorInvalidValue,
-			                "npurtMemcpy: unknown kind " + std::to_string(kind));
-		Context *c = nullptr;
-		if (npurtError_t err = current(&c, api))
-			return err;
-		DeviceSide ds, ss;
-		bool dstDev = false, srcDev = false;
-		if (npurtError_t err = resolveDevice(api, "dst", dst, c, &ds, &dstDev))
-			return err;
-		if (npurtError_t err = resolveDevice(api, "src", src, c, &ss, &srcDev))
-			return err;
-		if (kind != npurtMemcpyDefault) {
-			bool wantDst = kind == npurtMemcpyHostToDevice ||
-			               kind == npurtMemcpyDeviceToDevice;
-			bool wantSrc = kind == npurtMemcpyDeviceToHost ||
-			               kind == npurtMemcpyDeviceToDevice;
-			if (wantDst != dstDev || wantSrc != srcDev)
-				return setError(npurtErrorInvalidValue,
-				                std::string("npurtMemcpy: ") + kindName(kind) +
-				                        " but dst " + hex(addrOf(dst)) + " is " +
-				                        (dstDev ? "device" : "host") +
-				                        " memory and src " + hex(addrOf(src)) +
-				                        " is " + (srcDev ? "device" : "host") +
-				                        " memory");
-		}
-		if (dstDev)
-			if (npurtError_t err = checkBounds(api, "dst", dst, count, ds))
-				return err;
-		if (srcDev)
-			if (npurtError_t err = checkBounds(api, "src", src, count, ss))
-				return err;
-
-		if (!dstDev && !srcDev) {
-			std::memmove(dst, src, count);
-			return npurtSuccess;
-		}
-		if (dstDev && !srcDev)
-			return vmAccess(api, ds.ctx, addrOf(dst), const_cast<void *>(src), count,
-			                true);
-		if (!dstDev && srcDev)
-			return vmAccess(api, ss.ctx, addrOf(src), dst, count, false);
-		// Device to device, possibly across contexts and NPUs: through a bounce.
-		std::vector<char> bounce(std::min<size_t>(count, 4u << 20));
-		for (size_t done = 0; done < count;) {
-			size_t n = std::min(bounce.size(), count - done);
-			if (npurtError_t err = vmAccess(api, ss.ctx, addrOf(src) + done,
-			                                bounce.data(), n, false))
-				return err;
-			if (npurtError_t err = vmAccess(api, ds.ctx, addrOf(dst) + done,
-			                                bounce.data(), n, true))
-				return err;
-			done += n;
-		}
-		return npurtSuccess;
+		return copy("npurtMemcpy", dst, src, count, kind, nullptr, true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemcpy");
 	}
 }
 
+npurtError_t npurtMemsetAsync(void *devPtr, int value, size_t count, npurtStream_t stream)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return fill("npurtMemsetAsync", devPtr, value, count, stream, false, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemsetAsync");
+	}
+}
+
 npurtError_t npurtMemset(void *devPtr, int value, size_t count)
 {
+	void *ra = __builtin_return_address(0);
 	try {
-		const char *api = "npurtMemset";
-		if (!count)
-			return npurtSuccess;
-		if (!devPtr)
-			return nullArgument(api, "devPtr");
-		Context *c = nullptr;
-		if (npurtError_t err = current(&c, api))
-			return err;
-		DeviceSide d;
-		bool isDevice = false;
-		if (npurtError_t err = resolveDevice(api, "devPtr", devPtr, c, &d, &isDevice))
-			return err;
-		if (!isDevice)
-			return setError(npurtErrorInvalidValue,
-			                "npurtMemset: " + hex(addrOf(devPtr)) +
-			                        " is not device memory");
-		if (npurtError_t err = checkBounds(api, "devPtr", devPtr, count, d))
-			return err;
-		std::vector<unsigned char> fill(std::min<size_t>(count, 4u << 20),
-		                                static_cast<unsigned char>(value));
-		for (size_t done = 0; done < count;) {
-			size_t n = std::min(fill.size(), count - done);
-			if (npurtError_t err = vmAccess(api, d.ctx, addrOf(devPtr) + done,
-			                                fill.data(), n, true))
-				return err;
-			done += n;
-		}
-		return npurtSuccess;
+		return fill("npurtMemset", devPtr, value, count, nullptr, true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemset");
 	}

@@ -7,6 +7,7 @@
 
 #include "error.h"
 #include "npu_drm.h"
+#include "stream.h"
 
 namespace npurt {
 namespace {
@@ -68,11 +69,20 @@ void AddressSpace::release(uint64_t addr, uint64_t size)
 
 Context::Context(int ordinal, os::Device &node, std::unique_ptr<os::Device> owned,
                  AddressSpace &space)
-    : ordinal_(ordinal), node_(node), owned_(std::move(owned)), space_(space), pool_(*this, nullptr)
+    : ordinal_(ordinal), node_(node),
+      // A primary context borrows the device's file, which lives forever.
+      file_(owned ? std::shared_ptr<os::Device>(std::move(owned))
+                  : std::shared_ptr<os::Device>(&node, [](os::Device *) {})),
+      space_(space), pool_(*this, nullptr)
 {}
 
 Context::~Context()
 {
+	// Streams first: they hold staging buffers and timestamp slots.
+	for (Stream *st : streams())
+		destroyStreamForContext(st);
+	for (auto &chunk : slotChunks_)
+		freePinned(chunk);
 	// The pool returns its segments through freeSegment() as it goes;
 	// release it first, then the IPC imports.
 	pool_.emptyCache();
@@ -289,6 +299,107 @@ npurtError_t Context::ipcClose(uint64_t addr)
 	closeBo(r.handle);
 	space_.release(base, r.size);
 	return npurtSuccess;
+}
+
+npurtError_t Context::allocPinned(size_t size, PinnedBuffer *out, const char *api)
+{
+	uint64_t bytes = (size + 4095) & ~uint64_t(4095);
+	drm_npu_bo_create bc{};
+	bc.size = bytes;
+	bc.kind = DRM_NPU_BO_HOST;
+	int ret = node_.ioctl(DRM_IOCTL_NPU_BO_CREATE, &bc);
+	if (ret)
+		return setError(ret == -ENOMEM ? npurtErrorHostMemoryAllocation
+		                               : errorFromErrno(ret),
+		                osMessage(std::string(api) + ": pinning " + std::to_string(bytes) +
+		                                  " bytes",
+		                          ret));
+	drm_npu_bo_info info{};
+	info.handle = bc.handle;
+	ret = node_.ioctl(DRM_IOCTL_NPU_BO_INFO, &info);
+	void *p = ret ? nullptr : node_.mmap(bytes, info.mmap_offset);
+	if (!p) {
+		int e = ret ? -ret : errno;
+		closeBo(bc.handle);
+		return setError(npurtErrorHostMemoryAllocation,
+		                osMessage(std::string(api) + ": mapping pinned memory", e));
+	}
+	ret = bind(bc.handle, reinterpret_cast<uint64_t>(p), bytes, false);
+	if (ret) {
+		node_.munmap(p, bytes);
+		closeBo(bc.handle);
+		return setError(errorFromErrno(ret),
+		                osMessage(std::string(api) + ": binding pinned memory", ret));
+	}
+	out->ptr = p;
+	out->size = bytes;
+	out->handle = bc.handle;
+	return npurtSuccess;
+}
+
+void Context::freePinned(PinnedBuffer &buf)
+{
+	if (!buf.ptr)
+		return;
+	unbind(reinterpret_cast<uint64_t>(buf.ptr), buf.size);
+	node_.munmap(buf.ptr, buf.size);
+	closeBo(buf.handle);
+	buf = PinnedBuffer{};
+}
+
+uint64_t Context::allocTimestampSlot()
+{
+	std::lock_guard<std::mutex> lock(streamMutex_);
+	if (slots_.empty()) {
+		PinnedBuffer chunk;
+		if (allocPinned(64 << 10, &chunk, "timestamps") != npurtSuccess) {
+			npurtGetLastError();
+			return 0;
+		}
+		uint64_t base = reinterpret_cast<uint64_t>(chunk.ptr);
+		for (uint64_t off = chunk.size; off >= 8; off -= 8)
+			slots_.push_back(base + off - 8);
+		slotChunks_.push_back(chunk);
+	}
+	uint64_t slot = slots_.back();
+	slots_.pop_back();
+	*reinterpret_cast<volatile uint64_t *>(slot) = 0;
+	return slot;
+}
+
+void Context::freeTimestampSlot(uint64_t addr)
+{
+	if (!addr)
+		return;
+	std::lock_guard<std::mutex> lock(streamMutex_);
+	slots_.push_back(addr);
+}
+
+void Context::addStream(Stream *s)
+{
+	std::lock_guard<std::mutex> lock(streamMutex_);
+	streams_.push_back(s);
+}
+
+void Context::removeStream(Stream *s)
+{
+	std::lock_guard<std::mutex> lock(streamMutex_);
+	std::erase(streams_, s);
+}
+
+std::vector<Stream *> Context::streams()
+{
+	std::lock_guard<std::mutex> lock(streamMutex_);
+	return streams_;
+}
+
+Stream *Context::defaultStream(npurtError_t *err)
+{
+	std::lock_guard<std::mutex> lock(defaultMutex_);
+	if (!default_)
+		default_ = createStreamForContext(*this, 0, 0, true);
+	*err = npurtSuccess;
+	return default_;
 }
 
 }  // namespace npurt

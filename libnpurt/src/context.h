@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "allocator.h"
 #include "npurt/npurt.h"
@@ -33,6 +34,16 @@ private:
 	uint64_t base_, size_;
 	std::map<uint64_t, uint64_t> free_;  // start -> size, coalesced
 };
+
+// Pinned host memory the runtime uses itself (staging, timestamps), mapped
+// into one context at its host address.
+struct PinnedBuffer {
+	void *ptr = nullptr;
+	size_t size = 0;
+	uint32_t handle = 0;
+};
+
+class Stream;
 
 class Context final : public npurtContext_st, private SegmentBackend {
 public:
@@ -65,6 +76,26 @@ public:
 	// Device memory free/total of this context's device.
 	npurtError_t queryMemory(uint64_t *freeBytes, uint64_t *totalBytes);
 
+	// The file, shared with objects that may outlive the context (queue
+	// timelines referenced by events).
+	std::shared_ptr<os::Device> file() { return file_; }
+
+	// Pinned buffers for the runtime's own use.
+	npurtError_t allocPinned(size_t size, PinnedBuffer *out, const char *api);
+	void freePinned(PinnedBuffer &buf);
+
+	// A device address of 8 bytes in pinned memory, for a device timestamp
+	// the CPU reads directly; 0 when none can be had.
+	uint64_t allocTimestampSlot();
+	void freeTimestampSlot(uint64_t addr);
+
+	// The context's default stream (NULL), created on first use.
+	Stream *defaultStream(npurtError_t *err);
+	// Streams of this context (for DeviceSynchronize and destruction).
+	void addStream(Stream *s);
+	void removeStream(Stream *s);
+	std::vector<Stream *> streams();
+
 private:
 	npurtError_t allocSegment(size_t size, uint64_t *addr) override;
 	void freeSegment(uint64_t addr, size_t size) override;
@@ -77,11 +108,17 @@ private:
 
 	int ordinal_;
 	os::Device &node_;
-	std::unique_ptr<os::Device> owned_;
+	std::shared_ptr<os::Device> file_;
 	AddressSpace &space_;
 	std::mutex mutex_;  // guards segments_ and imports_
 	std::map<uint64_t, Range> segments_;  // pool segments by address
 	std::map<uint64_t, Range> imports_;  // IPC imports by address
+	std::mutex streamMutex_;  // guards streams_, slots_, slotChunks_
+	std::vector<Stream *> streams_;
+	std::mutex defaultMutex_;  // guards default_ (taken before streamMutex_)
+	Stream *default_ = nullptr;
+	std::vector<uint64_t> slots_;  // free timestamp slots
+	std::vector<PinnedBuffer> slotChunks_;  // where they live
 	CachingAllocator pool_;  // declared last: destroyed first
 };
 

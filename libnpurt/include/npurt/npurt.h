@@ -237,6 +237,174 @@ NPURT_API npurtError_t npurtIpcOpenMemHandle(void **devPtr, npurtIpcMemHandle_t 
                                              unsigned int flags);
 NPURT_API npurtError_t npurtIpcCloseMemHandle(void *devPtr);
 
+/*
+ * Streams: ordered queues of device work. Work on one stream runs in
+ * submission order; work on different streams may overlap. Copies run on
+ * the device's copy engines and ops on its compute engines, in stream order.
+ *
+ * The default stream (NULL) belongs to the current context. It is an
+ * ordinary stream: it does not synchronise implicitly with other streams
+ * (like CUDA's per-thread default stream, but one per context). npurtMemcpy
+ * and npurtMemset run on it and wait for it.
+ *
+ * Destroying a stream with work in flight returns at once; the work still
+ * completes and its memory is released when it has.
+ */
+typedef struct npurtStream_st *npurtStream_t;
+typedef struct npurtEvent_st *npurtEvent_t;
+
+#define npurtStreamDefault 0x00
+#define npurtStreamNonBlocking 0x01 /* accepted; streams never block each other */
+
+/* Priorities: lower numbers are higher priority, as in CUDA. */
+NPURT_API npurtError_t npurtDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
+NPURT_API npurtError_t npurtStreamCreate(npurtStream_t *stream);
+NPURT_API npurtError_t npurtStreamCreateWithFlags(npurtStream_t *stream, unsigned int flags);
+NPURT_API npurtError_t npurtStreamCreateWithPriority(npurtStream_t *stream, unsigned int flags,
+                                                     int priority);
+NPURT_API npurtError_t npurtStreamDestroy(npurtStream_t stream);
+/* npurtSuccess when all work is done, npurtErrorNotReady if not. */
+NPURT_API npurtError_t npurtStreamQuery(npurtStream_t stream);
+NPURT_API npurtError_t npurtStreamSynchronize(npurtStream_t stream);
+/* As npurtStreamSynchronize, giving up with npurtErrorTimeout after
+ * timeoutMs milliseconds (-1: no limit). */
+NPURT_API npurtError_t npurtStreamSynchronizeTimeout(npurtStream_t stream, int64_t timeoutMs);
+NPURT_API npurtError_t npurtStreamGetPriority(npurtStream_t stream, int *priority);
+NPURT_API npurtError_t npurtStreamGetFlags(npurtStream_t stream, unsigned int *flags);
+/* Later work on stream waits for the event's work (any stream, context or
+ * device). flags must be 0. An event never recorded is complete. */
+NPURT_API npurtError_t npurtStreamWaitEvent(npurtStream_t stream, npurtEvent_t event,
+                                            unsigned int flags);
+/* Waits for every stream of the current context. */
+NPURT_API npurtError_t npurtDeviceSynchronize(void);
+NPURT_API npurtError_t npurtDeviceSynchronizeTimeout(int64_t timeoutMs);
+
+/*
+ * A device fault or timeout on a stream makes the stream fail: the call
+ * that observes it (synchronize, query, the next enqueue) returns
+ * npurtErrorDeviceFault, npurtErrorLaunchFailure or npurtErrorLaunchTimeout
+ * with a message naming the stream, the task, the op and the API call that
+ * enqueued it (and where from). Work enqueued after the failing task is
+ * cancelled. npurtStreamRecover clears the failure so the stream runs again.
+ */
+NPURT_API npurtError_t npurtStreamRecover(npurtStream_t stream);
+
+/* Called (from a runtime thread) when a stream fails, with the same
+ * message the failing call reports. NULL removes it. */
+typedef void (*npurtErrorCallback_t)(npurtStream_t stream, npurtError_t error, const char *message,
+                                     void *userData);
+NPURT_API npurtError_t npurtSetErrorCallback(npurtErrorCallback_t callback, void *userData);
+
+/*
+ * Where the next enqueue on this thread comes from, for fault reports
+ * (the C++ layer passes it for you). Without it the report gives the
+ * caller's return address.
+ */
+NPURT_API npurtError_t npurtSetCallSite(const char *file, int line, const char *function);
+
+/* Events. Recording is cheap: no device work unless timing is asked for
+ * with npurtEventTiming (CUDA times every event unless told not to; here it
+ * is opt-in). npurtEventDisableTiming is accepted and changes nothing. */
+#define npurtEventDefault 0x00
+#define npurtEventBlockingSync 0x01 /* accepted; waits always sleep */
+#define npurtEventDisableTiming 0x02
+#define npurtEventTiming 0x10 /* record device timestamps */
+
+NPURT_API npurtError_t npurtEventCreate(npurtEvent_t *event);
+NPURT_API npurtError_t npurtEventCreateWithFlags(npurtEvent_t *event, unsigned int flags);
+NPURT_API npurtError_t npurtEventDestroy(npurtEvent_t event);
+NPURT_API npurtError_t npurtEventRecord(npurtEvent_t event, npurtStream_t stream);
+/* npurtSuccess if the recorded work is done (or nothing was recorded),
+ * npurtErrorNotReady if not. */
+NPURT_API npurtError_t npurtEventQuery(npurtEvent_t event);
+NPURT_API npurtError_t npurtEventSynchronize(npurtEvent_t event);
+NPURT_API npurtError_t npurtEventSynchronizeTimeout(npurtEvent_t event, int64_t timeoutMs);
+/* Milliseconds between two completed timing events (device clock). */
+NPURT_API npurtError_t npurtEventElapsedTime(float *ms, npurtEvent_t start, npurtEvent_t end);
+
+/*
+ * Asynchronous copies and fills. With pinned or registered host memory the
+ * copy engine reads or writes the host buffer directly. With pageable host
+ * memory the copy goes through pinned staging buffers in chunks, the CPU
+ * copying one chunk while the engine moves the previous one: a host-to-
+ * device copy returns once the source has been staged (the buffer may be
+ * reused), a device-to-host copy returns when the data has arrived, as in
+ * CUDA. Device ranges are checked against their allocations first.
+ */
+NPURT_API npurtError_t npurtMemcpyAsync(void *dst, const void *src, size_t count,
+                                        npurtMemcpyKind kind, npurtStream_t stream);
+NPURT_API npurtError_t npurtMemsetAsync(void *devPtr, int value, size_t count,
+                                        npurtStream_t stream);
+
+/* A host function run in stream order: after earlier work, before later. */
+typedef void (*npurtHostFn_t)(void *userData);
+NPURT_API npurtError_t npurtLaunchHostFunc(npurtStream_t stream, npurtHostFn_t fn, void *userData);
+
+/* Op launch: one descriptor for the device's op set. */
+typedef enum npurtOpKind {
+	npurtOpAdd = 0,
+	npurtOpSub = 1,
+	npurtOpMul = 2,
+	npurtOpDiv = 3,
+	npurtOpMax = 4,
+	npurtOpMin = 5,
+	npurtOpScale = 6, /* out = alpha * a */
+	npurtOpAxpy = 7, /* out = alpha * a + b */
+	npurtOpRelu = 8,
+	npurtOpGelu = 9,
+	npurtOpExp = 10,
+	npurtOpCast = 11,
+	npurtOpReduceSum = 12,
+	npurtOpReduceMax = 13,
+	npurtOpTranspose = 14,
+	npurtOpGemm = 15
+} npurtOpKind;
+
+typedef enum npurtDataType {
+	npurtFloat32 = 0,
+	npurtFloat16 = 1,
+	npurtBFloat16 = 2,
+	npurtInt32 = 3
+} npurtDataType;
+
+#define npurtOpTransA 0x1
+#define npurtOpTransB 0x2
+
+/*
+ * Elementwise ops: n elements of a (and b). Reduce: a is m x n, axis 0
+ * gives n results, axis 1 gives m. Transpose: a is m x n. GEMM: out (m x n,
+ * float32) = alpha * op(a) op(b) + beta * c with op(a) m x k, op(b) k x n;
+ * a, b float32 or float16.
+ */
+typedef struct npurtOpDesc {
+	npurtOpKind op;
+	npurtDataType dtype; /* of the inputs */
+	npurtDataType outDtype; /* of the output (cast: target; GEMM: float32) */
+	unsigned int flags; /* npurtOpTrans* for GEMM */
+	const void *a, *b, *c;
+	void *out;
+	uint64_t m, n, k;
+	int axis;
+	float alpha, beta;
+	unsigned char reserved[32];
+} npurtOpDesc;
+
+NPURT_API npurtError_t npurtLaunchOp(const npurtOpDesc *desc, npurtStream_t stream);
+
+/*
+ * Profiling: per-task records (queued, start and end times on the device
+ * clock, stream, op, bytes) while enabled, exported as a Chrome/Perfetto
+ * trace (JSON) and summarised per op kind, per stream and per engine.
+ */
+NPURT_API npurtError_t npurtProfilerStart(void);
+NPURT_API npurtError_t npurtProfilerStop(void);
+/* Writes the records so far as a trace file for chrome://tracing or
+ * ui.perfetto.dev. */
+NPURT_API npurtError_t npurtProfilerExportTrace(const char *path);
+/* Writes a summary table (time per op kind, per stream, engine use) into
+ * buf (NUL-terminated, cut to size); *needed gets the full length. */
+NPURT_API npurtError_t npurtProfilerSummary(char *buf, size_t size, size_t *needed);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,551 @@
+// C API: streams, events, host functions, op launch, error callback,
+// call sites and the profiler's switches.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "context.h"
+#include "error.h"
+#include "npu_drm.h"
+#include "runtime.h"
+#include "stream.h"
+
+using npurt::Context;
+using npurt::Event;
+using npurt::Runtime;
+using npurt::setError;
+using npurt::Stream;
+
+namespace {
+
+// Stream priorities: 1 low, 0 normal, -1 high (lower is higher, as in CUDA).
+constexpr int kLeastPriority = 1;
+constexpr int kGreatestPriority = -1;
+
+npurtError_t nullArgument(const char *api, const char *arg)
+{
+	return setError(npurtErrorInvalidValue, std::string(api) + ": " + arg + " is NULL");
+}
+
+uint64_t addrOf(const void *p)
+{
+	return reinterpret_cast<uint64_t>(p);
+}
+
+std::string hex(uint64_t v)
+{
+	char buf[24];
+	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+	return buf;
+}
+
+size_t elementSize(npurtDataType t)
+{
+	return t == npurtFloat32 || t == npurtInt32 ? 4 : 2;
+}
+
+const char *const kOpNames[] = {"add",        "sub",        "mul",       "div",  "max", "min",
+                                "scale",      "axpy",       "relu",      "gelu", "exp", "cast",
+                                "reduce_sum", "reduce_max", "transpose", "gemm"};
+const char *const kTypeNames[] = {"f32", "f16", "bf16", "i32"};
+
+// Checks that [p, p + bytes) is device-visible memory of the stream's
+// context (device memory, or pinned/registered host memory mapped there).
+npurtError_t checkOperand(const char *api, const char *name, const void *p, uint64_t bytes,
+                          Stream *s)
+{
+	if (!p)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": operand " + name + " is NULL");
+	Runtime &rt = Runtime::instance();
+	uint64_t base = 0;
+	size_t size = 0;
+	Context *owner = rt.findDeviceMemory(addrOf(p), &s->ctx(), &base, &size);
+	Runtime::HostRange r{};
+	if (!owner && rt.findHostRange(addrOf(p), &base, &r)) {
+		owner = r.ctx;
+		size = r.size;
+	}
+	if (!owner)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": operand " + name + " " + hex(addrOf(p)) +
+		                        " is not device memory (freed, or host memory)");
+	if (owner != &s->ctx())
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": operand " + name + " " + hex(addrOf(p)) +
+		                        " belongs to another context than the stream's");
+	uint64_t off = addrOf(p) - base;
+	if (bytes > size || off > size - bytes)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": operand " + name + " needs " +
+		                        std::to_string(bytes) + " bytes at " + hex(addrOf(p)) +
+		                        ", which overruns its allocation of " +
+		                        std::to_string(size) + " bytes at " + hex(base));
+	return npurtSuccess;
+}
+
+bool mul(uint64_t a, uint64_t b, uint64_t *out)
+{
+	return !__builtin_mul_overflow(a, b, out);
+}
+
+npurtError_t launchOp(const npurtOpDesc *d, npurtStream_t stream, void *ra)
+{
+	const char *api = "npurtLaunchOp";
+	std::string site = npurt::takeCallSite(ra);
+	if (!d)
+		return nullArgument(api, "desc");
+	if (d->op < npurtOpAdd || d->op > npurtOpGemm)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": unknown op " + std::to_string(d->op));
+	if (d->dtype < npurtFloat32 || d->dtype > npurtInt32 || d->outDtype < npurtFloat32 ||
+	    d->outDtype > npurtInt32)
+		return setError(npurtErrorInvalidValue, std::string(api) + ": unknown data type");
+	Stream *s = nullptr;
+	if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+		return err;
+
+	uint64_t in = elementSize(d->dtype), outE = elementSize(d->outDtype);
+	uint64_t aBytes = 0, bBytes = 0, cBytes = 0, outBytes = 0, mn = 0;
+	bool ok = true;
+	std::string shape;
+	switch (d->op) {
+	case npurtOpReduceSum:
+	case npurtOpReduceMax:
+		ok = mul(d->m, d->n, &mn) && mul(mn, in, &aBytes) &&
+		     mul(d->axis == 0 ? d->n : d->m, outE, &outBytes);
+		shape = std::to_string(d->m) + "x" + std::to_string(d->n) + " axis " +
+		        std::to_string(d->axis);
+		break;
+	case npurtOpTranspose:
+		ok = mul(d->m, d->n, &mn) && mul(mn, in, &aBytes) && mul(mn, outE, &outBytes);
+		shape = std::to_string(d->m) + "x" + std::to_string(d->n);
+		break;
+	case npurtOpGemm: {
+		uint64_t mk = 0, kn = 0;
+		ok = mul(d->m, d->k, &mk) && mul(mk, in, &aBytes) && mul(d->k, d->n, &kn) &&
+		     mul(kn, in, &bBytes) && mul(d->m, d->n, &mn) && mul(mn, 4, &outBytes);
+		cBytes = d->beta != 0.0f ? outBytes : 0;
+		shape = std::to_string(d->m) + "x" + std::to_string(d->n) + "x" +
+		        std::to_string(d->k);
+		break;
+	}
+	default:
+		ok = mul(d->n, in, &aBytes) && mul(d->n, outE, &outBytes);
+		if (d->op <= npurtOpMin || d->op == npurtOpAxpy)
+			bBytes = aBytes;
+		shape = std::to_string(d->n);
+		break;
+	}
+	if (!ok)
+		return setError(npurtErrorInvalidValue, std::string(api) + ": the shape overflows");
+	if (npurtError_t err = checkOperand(api, "a", d->a, aBytes, s))
+		return err;
+	if (bBytes)
+		if (npurtError_t err = checkOperand(api, "b", d->b, bBytes, s))
+			return err;
+	if (cBytes)
+		if (npurtError_t err = checkOperand(api, "c", d->c, cBytes, s))
+			return err;
+	if (npurtError_t err = checkOperand(api, "out", d->out, outBytes, s))
+		return err;
+
+	drm_npu_pkt_op p{};
+	p.hdr = {DRM_NPU_PKT_OP, sizeof(p)};
+	p.op = d->op;
+	p.dtype = d->dtype;
+	p.out_dtype = d->outDtype;
+	p.flags = d->flags;
+	p.a = addrOf(d->a);
+	p.b = bBytes ? addrOf(d->b) : 0;
+	p.c = cBytes ? addrOf(d->c) : 0;
+	p.out = addrOf(d->out);
+	bool rows = d->op == npurtOpReduceSum || d->op == npurtOpReduceMax ||
+	            d->op == npurtOpTranspose || d->op == npurtOpGemm;
+	p.m = rows ? d->m : 0;
+	p.n = d->n;
+	p.k = d->op == npurtOpGemm ? d->k : 0;
+	p.axis = d->op == npurtOpReduceSum || d->op == npurtOpReduceMax ? d->axis : 0;
+	if (d->op == npurtOpScale || d->op == npurtOpAxpy || d->op == npurtOpGemm)
+		std::memcpy(&p.alpha_bits, &d->alpha, 4);
+	if (d->op == npurtOpGemm)
+		std::memcpy(&p.beta_bits, &d->beta, 4);
+
+	std::string what = std::string("op ") + kOpNames[d->op] + " " + kTypeNames[d->dtype];
+	if (d->outDtype != d->dtype)
+		what += std::string("->") + kTypeNames[d->outDtype];
+	what += " " + shape;
+	npurt::TaskInfo t;
+	t.api = api;
+	t.what = what;
+	t.op = d->op;
+	t.bytes = aBytes + bBytes + cBytes + outBytes;
+	t.site = site;
+	t.queuedNs = static_cast<uint64_t>(npurt::monotonicNs());
+	const auto *b = reinterpret_cast<const uint8_t *>(&p);
+	npurtError_t err =
+	        s->submit(DRM_NPU_ENGINE_COMPUTE, std::vector<uint8_t>(b, b + sizeof(p)), t);
+	if (err == npurtErrorInvalidValue)
+		setError(err, std::string(npurtGetLastErrorMessage()) +
+		                      " (the device refused the op's shape or types)");
+	return err;
+}
+
+}  // namespace
+
+extern "C" {
+
+npurtError_t npurtDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+	if (leastPriority)
+		*leastPriority = kLeastPriority;
+	if (greatestPriority)
+		*greatestPriority = kGreatestPriority;
+	return npurtSuccess;
+}
+
+npurtError_t npurtStreamCreateWithPriority(npurtStream_t *stream, unsigned int flags, int priority)
+{
+	try {
+		const char *api = "npurtStreamCreateWithPriority";
+		if (!stream)
+			return nullArgument(api, "stream");
+		if (flags & ~static_cast<unsigned int>(npurtStreamNonBlocking))
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": unknown flags " + hex(flags));
+		// Out-of-range priorities are clamped, as CUDA does.
+		priority = std::max(kGreatestPriority, std::min(kLeastPriority, priority));
+		Context *c = nullptr;
+		if (npurtError_t err = Runtime::instance().currentContext(&c, api))
+			return err;
+		*stream = npurt::createStreamForContext(*c, flags, priority, false);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtStreamCreate");
+	}
+}
+
+npurtError_t npurtStreamCreateWithFlags(npurtStream_t *stream, unsigned int flags)
+{
+	return npurtStreamCreateWithPriority(stream, flags, 0);
+}
+
+npurtError_t npurtStreamCreate(npurtStream_t *stream)
+{
+	return npurtStreamCreateWithPriority(stream, 0, 0);
+}
+
+npurtError_t npurtStreamDestroy(npurtStream_t stream)
+{
+	try {
+		if (!stream)
+			return setError(npurtErrorInvalidHandle,
+			                "npurtStreamDestroy: the default stream (NULL) cannot be "
+			                "destroyed");
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, "npurtStreamDestroy"))
+			return err;
+		if (s->isDefault())
+			return setError(npurtErrorInvalidHandle,
+			                "npurtStreamDestroy: a context's default stream cannot be "
+			                "destroyed");
+		npurt::destroyStreamForContext(s);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtStreamDestroy");
+	}
+}
+
+npurtError_t npurtStreamQuery(npurtStream_t stream)
+{
+	try {
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, "npurtStreamQuery"))
+			return err;
+		return s->query("npurtStreamQuery");
+	} catch (...) {
+		return npurt::errorFromException("npurtStreamQuery");
+	}
+}
+
+npurtError_t npurtStreamSynchronizeTimeout(npurtStream_t stream, int64_t timeoutMs)
+{
+	try {
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, "npurtStreamSynchronize"))
+			return err;
+		return s->synchronize(timeoutMs, "npurtStreamSynchronize");
+	} catch (...) {
+		return npurt::errorFromException("npurtStreamSynchronize");
+	}
+}
+
+npurtError_t npurtStreamSynchronize(npurtStream_t stream)
+{
+	return npurtStreamSynchronizeTimeout(stream, -1);
+}
+
+npurtError_t npurtStreamGetPriority(npurtStream_t stream, int *priority)
+{
+	if (!priority)
+		return nullArgument("npurtStreamGetPriority", "priority");
+	Stream *s = nullptr;
+	if (npurtError_t err = npurt::resolveStream(stream, &s, "npurtStreamGetPriority"))
+		return err;
+	*priority = s->priority();
+	return npurtSuccess;
+}
+
+npurtError_t npurtStreamGetFlags(npurtStream_t stream, unsigned int *flags)
+{
+	if (!flags)
+		return nullArgument("npurtStreamGetFlags", "flags");
+	Stream *s = nullptr;
+	if (npurtError_t err = npurt::resolveStream(stream, &s, "npurtStreamGetFlags"))
+		return err;
+	*flags = s->flags();
+	return npurtSuccess;
+}
+
+npurtError_t npurtStreamWaitEvent(npurtStream_t stream, npurtEvent_t event, unsigned int flags)
+{
+	try {
+		const char *api = "npurtStreamWaitEvent";
+		if (flags)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": flags must be 0");
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+			return err;
+		Event *ev = nullptr;
+		if (npurtError_t err = npurt::resolveEvent(event, &ev, api))
+			return err;
+		return s->wait(*ev, api);
+	} catch (...) {
+		return npurt::errorFromException("npurtStreamWaitEvent");
+	}
+}
+
+npurtError_t npurtDeviceSynchronizeTimeout(int64_t timeoutMs)
+{
+	try {
+		const char *api = "npurtDeviceSynchronize";
+		Context *c = nullptr;
+		if (npurtError_t err = Runtime::instance().currentContext(&c, api))
+			return err;
+		int64_t deadline = npurt::deadlineAfter(timeoutMs);
+		npurtError_t first = npurtSuccess;
+		for (Stream *s : c->streams()) {
+			int64_t left =
+			        deadline == INT64_MAX
+			                ? -1
+			                : std::max<int64_t>(0, (deadline - npurt::monotonicNs()) /
+			                                               1000000);
+			npurtError_t err = s->synchronize(left, api);
+			if (err && !first)
+				first = err;
+		}
+		if (first)
+			return setError(first, npurtGetLastErrorMessage());
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtDeviceSynchronize");
+	}
+}
+
+npurtError_t npurtDeviceSynchronize(void)
+{
+	return npurtDeviceSynchronizeTimeout(-1);
+}
+
+npurtError_t npurtStreamRecover(npurtStream_t stream)
+{
+	try {
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, "npurtStreamRecover"))
+			return err;
+		return s->recover("npurtStreamRecover");
+	} catch (...) {
+		return npurt::errorFromException("npurtStreamRecover");
+	}
+}
+
+npurtError_t npurtSetCallSite(const char *file, int line, const char *function)
+{
+	npurt::setCallSite(file, line, function);
+	return npurtSuccess;
+}
+
+npurtError_t npurtEventCreateWithFlags(npurtEvent_t *event, unsigned int flags)
+{
+	try {
+		if (!event)
+			return nullArgument("npurtEventCreate", "event");
+		unsigned known =
+		        npurtEventBlockingSync | npurtEventDisableTiming | npurtEventTiming;
+		if (flags & ~known)
+			return setError(npurtErrorInvalidValue,
+			                "npurtEventCreate: unknown flags " + hex(flags));
+		if ((flags & npurtEventTiming) && (flags & npurtEventDisableTiming))
+			return setError(
+			        npurtErrorInvalidValue,
+			        "npurtEventCreate: npurtEventTiming and npurtEventDisableTiming "
+			        "contradict each other");
+		auto *ev = new Event(flags);
+		npurt::registerEvent(ev);
+		*event = ev;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtEventCreate");
+	}
+}
+
+npurtError_t npurtEventCreate(npurtEvent_t *event)
+{
+	return npurtEventCreateWithFlags(event, npurtEventDefault);
+}
+
+npurtError_t npurtEventDestroy(npurtEvent_t event)
+{
+	try {
+		Event *ev = nullptr;
+		if (npurtError_t err = npurt::resolveEvent(event, &ev, "npurtEventDestroy"))
+			return err;
+		if (!npurt::unregisterEvent(ev))
+			return setError(npurtErrorInvalidHandle,
+			                "npurtEventDestroy: destroyed twice");
+		// A record still deferred behind a host function refers to it.
+		Stream *s = nullptr;
+		uint64_t slot = 0;
+		Context *c = nullptr;
+		ev->point(&s, &slot, &c, INT64_MAX);
+		delete ev;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtEventDestroy");
+	}
+}
+
+npurtError_t npurtEventRecord(npurtEvent_t event, npurtStream_t stream)
+{
+	try {
+		const char *api = "npurtEventRecord";
+		Event *ev = nullptr;
+		if (npurtError_t err = npurt::resolveEvent(event, &ev, api))
+			return err;
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+			return err;
+		return s->record(*ev, api);
+	} catch (...) {
+		return npurt::errorFromException("npurtEventRecord");
+	}
+}
+
+npurtError_t npurtEventQuery(npurtEvent_t event)
+{
+	try {
+		Event *ev = nullptr;
+		if (npurtError_t err = npurt::resolveEvent(event, &ev, "npurtEventQuery"))
+			return err;
+		return ev->query("npurtEventQuery");
+	} catch (...) {
+		return npurt::errorFromException("npurtEventQuery");
+	}
+}
+
+npurtError_t npurtEventSynchronizeTimeout(npurtEvent_t event, int64_t timeoutMs)
+{
+	try {
+		Event *ev = nullptr;
+		if (npurtError_t err = npurt::resolveEvent(event, &ev, "npurtEventSynchronize"))
+			return err;
+		return ev->synchronize(timeoutMs, "npurtEventSynchronize");
+	} catch (...) {
+		return npurt::errorFromException("npurtEventSynchronize");
+	}
+}
+
+npurtError_t npurtEventSynchronize(npurtEvent_t event)
+{
+	return npurtEventSynchronizeTimeout(event, -1);
+}
+
+npurtError_t npurtEventElapsedTime(float *ms, npurtEvent_t start, npurtEvent_t end)
+{
+	try {
+		const char *api = "npurtEventElapsedTime";
+		if (!ms)
+			return nullArgument(api, "ms");
+		Event *a = nullptr, *b = nullptr;
+		if (npurtError_t err = npurt::resolveEvent(start, &a, api))
+			return err;
+		if (npurtError_t err = npurt::resolveEvent(end, &b, api))
+			return err;
+		if (!a->timing() || !b->timing())
+			return setError(npurtErrorInvalidHandle,
+			                std::string(api) + ": both events need npurtEventTiming");
+		if (!a->recorded() || !b->recorded())
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": an event was never recorded");
+		for (Event *e : {a, b}) {
+			npurtError_t q = e->query(api);
+			if (q)
+				return q;
+		}
+		Stream *sa = nullptr, *sb = nullptr;
+		uint64_t slotA = 0, slotB = 0;
+		Context *ca = nullptr, *cb = nullptr;
+		a->point(&sa, &slotA, &ca, 0);
+		b->point(&sb, &slotB, &cb, 0);
+		if (!slotA || !slotB || !ca || !cb)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": no timestamp was recorded");
+		if (ca->ordinal() != cb->ordinal())
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) +
+			                        ": the events were recorded on different NPUs, "
+			                        "whose clocks are not comparable");
+		uint64_t ta = *reinterpret_cast<volatile uint64_t *>(slotA);
+		uint64_t tb = *reinterpret_cast<volatile uint64_t *>(slotB);
+		double clock = static_cast<double>(
+		        Runtime::instance().device(ca->ordinal()).prop().clockRateHz);
+		*ms = static_cast<float>((static_cast<double>(tb) - static_cast<double>(ta)) /
+		                         clock * 1e3);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtEventElapsedTime");
+	}
+}
+
+npurtError_t npurtLaunchHostFunc(npurtStream_t stream, npurtHostFn_t fn, void *userData)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		const char *api = "npurtLaunchHostFunc";
+		if (!fn)
+			return nullArgument(api, "fn");
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+			return err;
+		npurt::TaskInfo t;
+		t.api = api;
+		t.what = "host function";
+		t.site = npurt::takeCallSite(ra);
+		return s->hostFunc(fn, userData, t);
+	} catch (...) {
+		return npurt::errorFromException("npurtLaunchHostFunc");
+	}
+}
+
+npurtError_t npurtLaunchOp(const npurtOpDesc *desc, npurtStream_t stream)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return launchOp(desc, stream, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtLaunchOp");
+	}
+}
+
+}  // extern "C"

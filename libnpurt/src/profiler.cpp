@@ -1,0 +1,265 @@
+// The profiler (per-task device timestamps, trace export, summary) and the
+// asynchronous error callback.
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "error.h"
+#include "runtime.h"
+#include "stream.h"
+
+namespace npurt {
+namespace {
+
+std::atomic<bool> gProfiling{false};
+std::mutex gProfMutex;  // guards gRecords
+std::vector<TaskInfo> gRecords;
+
+std::mutex gCbMutex;  // guards gCallback, gUserData, gMonitor
+npurtErrorCallback_t gCallback = nullptr;
+void *gUserData = nullptr;
+std::thread gMonitor;
+std::atomic<bool> gMonitorStop{false};
+
+const char *const kOpNames[] = {"add",        "sub",        "mul",       "div",  "max", "min",
+                                "scale",      "axpy",       "relu",      "gelu", "exp", "cast",
+                                "reduce_sum", "reduce_max", "transpose", "gemm"};
+
+std::string kindOf(const TaskInfo &t)
+{
+	if (t.op >= 0 && t.op < 16)
+		return kOpNames[t.op];
+	if (t.op == -1)
+		return "copy";
+	if (t.op == -2)
+		return "fill";
+	return "other";
+}
+
+uint64_t stamp(uint64_t slot)
+{
+	return slot ? *reinterpret_cast<volatile uint64_t *>(slot) : 0;
+}
+
+std::string jsonEscape(const std::string &s)
+{
+	std::string out;
+	for (char c : s) {
+		if (c == '"' || c == '\\')
+			out += '\\';
+		if (static_cast<unsigned char>(c) < 0x20)
+			continue;
+		out += c;
+	}
+	return out;
+}
+
+// Polls every live stream for failures while a callback is set, so that
+// faults are reported even when nobody calls into the runtime.
+void monitorLoop()
+{
+	while (!gMonitorStop.load()) {
+		for (Stream *s : liveStreams()) {
+			if (s->checkFailureLocked("monitor") != npurtSuccess)
+				npurtGetLastError();
+		}
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	}
+}
+
+}  // namespace
+
+bool profiling()
+{
+	return gProfiling.load(std::memory_order_relaxed);
+}
+
+void profileTask(const TaskInfo &info)
+{
+	std::lock_guard<std::mutex> lock(gProfMutex);
+	gRecords.push_back(info);
+}
+
+void notifyError(Stream *s, npurtError_t code, const std::string &message)
+{
+	npurtErrorCallback_t cb;
+	void *data;
+	{
+		std::lock_guard<std::mutex> lock(gCbMutex);
+		cb = gCallback;
+		data = gUserData;
+	}
+	if (cb)
+		cb(s, code, message.c_str(), data);
+}
+
+}  // namespace npurt
+
+using npurt::gRecords;
+using npurt::TaskInfo;
+
+extern "C" {
+
+npurtError_t npurtSetErrorCallback(npurtErrorCallback_t callback, void *userData)
+{
+	std::thread old;
+	{
+		std::lock_guard<std::mutex> lock(npurt::gCbMutex);
+		npurt::gCallback = callback;
+		npurt::gUserData = userData;
+		if (callback && !npurt::gMonitor.joinable()) {
+			npurt::gMonitorStop = false;
+			npurt::gMonitor = std::thread(npurt::monitorLoop);
+		} else if (!callback && npurt::gMonitor.joinable()) {
+			npurt::gMonitorStop = true;
+			old = std::move(npurt::gMonitor);
+		}
+	}
+	if (old.joinable())
+		old.join();
+	return npurtSuccess;
+}
+
+npurtError_t npurtProfilerStart(void)
+{
+	std::lock_guard<std::mutex> lock(npurt::gProfMutex);
+	gRecords.clear();
+	npurt::gProfiling = true;
+	return npurtSuccess;
+}
+
+npurtError_t npurtProfilerStop(void)
+{
+	npurt::gProfiling = false;
+	return npurtSuccess;
+}
+
+npurtError_t npurtProfilerExportTrace(const char *path)
+{
+	if (!path)
+		return npurt::setError(npurtErrorInvalidValue,
+		                       "npurtProfilerExportTrace: path is NULL");
+	std::vector<TaskInfo> records;
+	{
+		std::lock_guard<std::mutex> lock(npurt::gProfMutex);
+		records = gRecords;
+	}
+	FILE *f = std::fopen(path, "w");
+	if (!f)
+		return npurt::setError(
+		        npurtErrorOperatingSystem,
+		        npurt::osMessage(std::string("npurtProfilerExportTrace: ") + path, errno));
+	std::fprintf(f, "{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
+	const char *sep = "";
+	std::map<std::pair<int, uint32_t>, bool> named;
+	for (const auto &t : records) {
+		uint64_t a = npurt::stamp(t.tsStart), b = npurt::stamp(t.tsEnd);
+		if (!a || !b || b < a)
+			continue;  // not finished yet
+		// One process per NPU, one thread per engine.
+		if (!named[{t.ordinal, t.engineId}]) {
+			named[{t.ordinal, t.engineId}] = true;
+			std::fprintf(f,
+			             "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, "
+			             "\"tid\": %u, "
+			             "\"args\": {\"name\": \"%s engine %u\"}}",
+			             sep, t.ordinal, t.engineId, t.engineClass ? "compute" : "copy",
+			             t.engineId);
+			sep = ",\n";
+			std::fprintf(f,
+			             "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, "
+			             "\"args\": {\"name\": \"NPU %d\"}}",
+			             sep, t.ordinal, t.ordinal);
+		}
+		std::fprintf(
+		        f,
+		        "%s{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"%s\", \"pid\": %d, "
+		        "\"tid\": "
+		        "%u, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"stream\": \"%p\", \"task\": "
+		        "%" PRIu64 ", \"api\": \"%s\", \"bytes\": %" PRIu64
+		        ", \"queued_host_ns\": %" PRIu64 ", \"site\": \"%s\"}}",
+		        sep, npurt::jsonEscape(t.what).c_str(), npurt::kindOf(t).c_str(), t.ordinal,
+		        t.engineId, a / 1000.0, (b - a) / 1000.0, t.stream, t.seq, t.api, t.bytes,
+		        t.queuedNs, npurt::jsonEscape(t.site).c_str());
+		sep = ",\n";
+	}
+	std::fprintf(f, "\n]}\n");
+	if (std::fclose(f))
+		return npurt::setError(
+		        npurtErrorOperatingSystem,
+		        npurt::osMessage("npurtProfilerExportTrace: writing", errno));
+	return npurtSuccess;
+}
+
+npurtError_t npurtProfilerSummary(char *buf, size_t size, size_t *needed)
+{
+	try {
+		std::vector<TaskInfo> records;
+		{
+			std::lock_guard<std::mutex> lock(npurt::gProfMutex);
+			records = gRecords;
+		}
+		struct Acc {
+			uint64_t count = 0, ns = 0, bytes = 0;
+		};
+		std::map<std::string, Acc> byKind, byStream;
+		std::map<std::pair<int, uint32_t>, Acc> byEngine;
+		uint64_t first = UINT64_MAX, last = 0;
+		for (const auto &t : records) {
+			uint64_t a = npurt::stamp(t.tsStart), b = npurt::stamp(t.tsEnd);
+			if (!a || !b || b < a)
+				continue;
+			first = std::min(first, a);
+			last = std::max(last, b);
+			char sname[32];
+			std::snprintf(sname, sizeof(sname), "%p", t.stream);
+			for (Acc *acc : {&byKind[npurt::kindOf(t)], &byStream[sname],
+			                 &byEngine[{t.ordinal, t.engineId}]}) {
+				acc->count++;
+				acc->ns += b - a;
+				acc->bytes += t.bytes;
+			}
+		}
+		std::string out;
+		char line[160];
+		auto row = [&](const std::string &name, const Acc &a) {
+			std::snprintf(line, sizeof(line),
+			              "  %-24s %8" PRIu64 " tasks %12.3f ms %14" PRIu64 " bytes\n",
+			              name.c_str(), a.count, a.ns / 1e6, a.bytes);
+			out += line;
+		};
+		out += "time per op kind:\n";
+		for (auto &[k, a] : byKind)
+			row(k, a);
+		out += "time per stream:\n";
+		for (auto &[k, a] : byStream)
+			row(k, a);
+		out += "engine utilisation (busy / profiled span):\n";
+		double span = last > first ? static_cast<double>(last - first) : 0;
+		for (auto &[k, a] : byEngine) {
+			std::snprintf(line, sizeof(line),
+			              "  NPU %d engine %-3u %8" PRIu64
+			              " tasks %12.3f ms busy %6.1f%%\n",
+			              k.first, k.second, a.count, a.ns / 1e6,
+			              span ? 100.0 * a.ns / span : 0.0);
+			out += line;
+		}
+		if (needed)
+			*needed = out.size() + 1;
+		if (buf && size) {
+			size_t n = std::min(size - 1, out.size());
+			std::memcpy(buf, out.data(), n);
+			buf[n] = '\0';
+		}
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtProfilerSummary");
+	}
+}
+
+}  // extern "C"

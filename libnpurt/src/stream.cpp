@@ -1,0 +1,799 @@
+#include "stream.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <set>
+
+#include "error.h"
+#include "npu_drm.h"
+#include "runtime.h"
+
+namespace npurt {
+namespace {
+
+// Fault reports look tasks up by point; older ones are forgotten.
+constexpr size_t kTaskHistory = 4096;
+
+std::mutex gHandleMutex;  // guards gStreams, gEvents
+std::set<const npurtStream_st *> gStreams;
+std::set<const npurtEvent_st *> gEvents;
+
+struct CallSite {
+	bool set = false;
+	std::string text;
+};
+
+CallSite &threadCallSite()
+{
+	thread_local CallSite site;
+	return site;
+}
+
+std::string hex(uint64_t v)
+{
+	char buf[24];
+	std::snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+	return buf;
+}
+
+int syncobjCreate(os::Device &f, uint32_t *handle)
+{
+	drm_syncobj_create c{};
+	int ret = f.ioctl(DRM_IOCTL_SYNCOBJ_CREATE, &c);
+	*handle = c.handle;
+	return ret;
+}
+
+void syncobjDestroy(os::Device &f, uint32_t handle)
+{
+	drm_syncobj_destroy d{};
+	d.handle = handle;
+	f.ioctl(DRM_IOCTL_SYNCOBJ_DESTROY, &d);
+}
+
+const char *errorKind(int err)
+{
+	switch (err) {
+	case -EFAULT:
+		return "device memory fault";
+	case -ETIMEDOUT:
+		return "job timeout (the engine was reset)";
+	case -EINVAL:
+		return "op error";
+	case -ECANCELED:
+		return "cancelled: work it depended on failed";
+	default:
+		return "device error";
+	}
+}
+
+npurtError_t errorCode(int err)
+{
+	switch (err) {
+	case -EFAULT:
+		return npurtErrorDeviceFault;
+	case -ETIMEDOUT:
+		return npurtErrorLaunchTimeout;
+	default:
+		return npurtErrorLaunchFailure;
+	}
+}
+
+}  // namespace
+
+int64_t monotonicNs()
+{
+	timespec ts{};
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+int64_t deadlineAfter(int64_t timeoutMs)
+{
+	if (timeoutMs < 0 || timeoutMs > INT64_MAX / 2000000)
+		return INT64_MAX;
+	return monotonicNs() + timeoutMs * 1000000;
+}
+
+bool launchBlocking()
+{
+	static const bool on = [] {
+		const char *v = std::getenv("NPURT_LAUNCH_BLOCKING");
+		return v && *v && std::strcmp(v, "0") != 0;
+	}();
+	return on;
+}
+
+std::string takeCallSite(void *returnAddress)
+{
+	CallSite &cs = threadCallSite();
+	if (cs.set) {
+		cs.set = false;
+		return cs.text;
+	}
+	Dl_info info{};
+	if (returnAddress && dladdr(returnAddress, &info) && info.dli_sname) {
+		uint64_t off = reinterpret_cast<uint64_t>(returnAddress) -
+		               reinterpret_cast<uint64_t>(info.dli_saddr);
+		return std::string(info.dli_sname) + "+" + hex(off) + " (" +
+		       hex(reinterpret_cast<uint64_t>(returnAddress)) + ")";
+	}
+	std::string where = hex(reinterpret_cast<uint64_t>(returnAddress));
+	if (returnAddress && dladdr(returnAddress, &info) && info.dli_fname)
+		where += std::string(" in ") + info.dli_fname + " at +" +
+		         hex(reinterpret_cast<uint64_t>(returnAddress) -
+		             reinterpret_cast<uint64_t>(info.dli_fbase));
+	return "return address " + where;
+}
+
+void setCallSite(const char *file, int line, const char *function)
+{
+	CallSite &cs = threadCallSite();
+	cs.set = true;
+	cs.text = std::string(file ? file : "?") + ":" + std::to_string(line);
+	if (function && *function)
+		cs.text += std::string(" in ") + function + "()";
+}
+
+Timeline::~Timeline()
+{
+	drm_npu_queue_destroy d{};
+	d.queue_id = queueId;
+	file->ioctl(DRM_IOCTL_NPU_QUEUE_DESTROY, &d);
+	syncobjDestroy(*file, syncobj);
+}
+
+int waitPoint(const Point &p, int64_t deadlineNs)
+{
+	if (!p)
+		return 0;
+	drm_syncobj_timeline_wait w{};
+	uint32_t handle = p.tl->syncobj;
+	uint64_t point = p.value;
+	w.handles = reinterpret_cast<uintptr_t>(&handle);
+	w.points = reinterpret_cast<uintptr_t>(&point);
+	w.count_handles = 1;
+	w.timeout_nsec = deadlineNs;
+	return p.tl->file->ioctl(DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &w);
+}
+
+Stream::Stream(Context &ctx, unsigned flags, int priority, bool isDefault)
+    : ctx_(ctx), flags_(flags), priority_(priority), isDefault_(isDefault)
+{}
+
+Stream::~Stream()
+{
+	{
+		std::unique_lock<std::mutex> lock(mutex_);
+		stopping_ = true;
+		cv_.notify_all();
+	}
+	if (worker_.joinable())
+		worker_.join();
+	// Staging buffers may still be read by queued copies: let them finish.
+	for (int i = 0; i < 2; i++) {
+		waitPoint(stagingUse_[i], INT64_MAX);
+		ctx_.freePinned(staging_[i]);
+	}
+	for (auto &w : waits_)
+		if (w.temporary)
+			syncobjDestroy(ctx_.node(), w.handle);
+}
+
+npurtError_t Stream::ensureTimeline(uint32_t engineClass)
+{
+	if (timelines_[engineClass])
+		return npurtSuccess;
+	drm_npu_queue_create qc{};
+	qc.engine_class = engineClass;
+	// Runtime priorities: 0 normal, -1 high, 1 low (lower is higher).
+	qc.priority = priority_ < 0   ? DRM_NPU_PRIORITY_HIGH
+	              : priority_ > 0 ? DRM_NPU_PRIORITY_LOW
+	                              : DRM_NPU_PRIORITY_NORMAL;
+	int ret = ctx_.node().ioctl(DRM_IOCTL_NPU_QUEUE_CREATE, &qc);
+	if (ret)
+		return setError(errorFromErrno(ret), osMessage("creating a device queue", ret));
+	auto tl = std::make_shared<Timeline>();
+	tl->file = ctx_.file();
+	tl->queueId = qc.queue_id;
+	tl->syncobj = qc.syncobj_handle;
+	tl->engineClass = engineClass;
+	tl->engineId = qc.engine_id;
+	tl->ordinal = ctx_.ordinal();
+	timelines_[engineClass] = std::move(tl);
+	return npurtSuccess;
+}
+
+Point Stream::tail()
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (lastClass_ < 0)
+		return {};
+	return {timelines_[lastClass_], last_[lastClass_]};
+}
+
+bool Stream::busy()
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return !deferred_.empty() || workerBusy_;
+}
+
+std::string Stream::describeTask(const Timeline &tl, uint64_t point)
+{
+	for (auto it = tasks_.rbegin(); it != tasks_.rend(); ++it) {
+		if (it->point == point && it->engineClass == tl.engineClass)
+			return "task " + std::to_string(it->seq) + " (" + it->what +
+			       "), enqueued by " + it->api + " from " + it->site;
+	}
+	return "the task at point " + std::to_string(point) + " of its queue (no longer on record)";
+}
+
+npurtError_t Stream::fail(npurtError_t code, const std::string &message, bool notify)
+{
+	bool first = failed_ == npurtSuccess;
+	if (first) {
+		failed_ = code;
+		failMessage_ = message;
+	}
+	if (first && notify)
+		notifyError(this, failed_, failMessage_);
+	return setError(failed_, failMessage_);
+}
+
+// Looks at the queues' state; called with mutex_ held.
+npurtError_t Stream::checkFailure(const char *api)
+{
+	if (failed_)
+		return setError(failed_, std::string(api) + ": " + failMessage_);
+	for (auto &tl : timelines_) {
+		if (!tl)
+			continue;
+		drm_npu_queue_status st{};
+		st.queue_id = tl->queueId;
+		int ret = tl->file->ioctl(DRM_IOCTL_NPU_QUEUE_STATUS, &st);
+		if (ret)
+			return setError(errorFromErrno(ret),
+			                osMessage(std::string(api) + ": queue status", ret));
+		if (st.state != DRM_NPU_QUEUE_ERROR)
+			continue;
+		std::string msg = std::string(errorKind(st.error));
+		if (st.error == -EFAULT)
+			msg += " at device address " + hex(st.fault_addr);
+		char where[64];
+		std::snprintf(where, sizeof(where), "%p", static_cast<void *>(this));
+		msg += " on stream " + std::string(where) + " (NPU " +
+		       std::to_string(ctx_.ordinal()) + ", " +
+		       (tl->engineClass ? "compute" : "copy") + " engine " +
+		       std::to_string(tl->engineId) + "): " + describeTask(*tl, st.error_point) +
+		       "; later work on the stream was cancelled (npurtStreamRecover resumes it)";
+		fail(errorCode(st.error), msg, true);
+		return setError(failed_, std::string(api) + ": " + failMessage_);
+	}
+	return npurtSuccess;
+}
+
+npurtError_t Stream::checkFailureLocked(const char *api)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return checkFailure(api);
+}
+
+npurtError_t Stream::submitNow(uint32_t engineClass, std::vector<uint8_t> &cmds, TaskInfo &info)
+{
+	if (failed_)
+		return setError(failed_, std::string(info.api) + ": " + failMessage_);
+	if (npurtError_t err = ensureTimeline(engineClass))
+		return err;
+	std::vector<drm_npu_fence> fences;
+	if (lastClass_ >= 0 && lastClass_ != static_cast<int>(engineClass))
+		fences.push_back({timelines_[lastClass_]->syncobj, 0, last_[lastClass_]});
+	for (auto &w : waits_)
+		fences.push_back({w.handle, 0, w.point});
+
+	// Profiling brackets the job with two device timestamps.
+	if (profiling()) {
+		info.tsStart = ctx_.allocTimestampSlot();
+		info.tsEnd = info.tsStart ? ctx_.allocTimestampSlot() : 0;
+		if (info.tsEnd) {
+			drm_npu_pkt_timestamp t{};
+			t.hdr = {DRM_NPU_PKT_TIMESTAMP, sizeof(t)};
+			t.dst = info.tsStart;
+			const auto *b = reinterpret_cast<const uint8_t *>(&t);
+			cmds.insert(cmds.begin(), b, b + sizeof(t));
+			t.dst = info.tsEnd;
+			cmds.insert(cmds.end(), b, b + sizeof(t));
+		}
+	}
+
+	drm_npu_submit s{};
+	s.queue_id = timelines_[engineClass]->queueId;
+	s.cmds_ptr = reinterpret_cast<uintptr_t>(cmds.data());
+	s.cmds_size = static_cast<uint32_t>(cmds.size());
+	s.in_fence_count = static_cast<uint32_t>(fences.size());
+	s.in_fences_ptr = reinterpret_cast<uintptr_t>(fences.data());
+	int ret = ctx_.node().ioctl(DRM_IOCTL_NPU_SUBMIT, &s);
+	if (ret == -EIO)
+		return checkFailure(info.api);
+	if (ret)
+		return setError(
+		        errorFromErrno(ret),
+		        osMessage(std::string(info.api) + ": submitting " + info.what, ret));
+	for (auto &w : waits_)
+		if (w.temporary)
+			syncobjDestroy(ctx_.node(), w.handle);
+	waits_.clear();
+
+	last_[engineClass] = s.point;
+	lastClass_ = static_cast<int>(engineClass);
+	info.seq = ++seq_;
+	info.point = s.point;
+	info.engineClass = engineClass;
+	info.engineId = timelines_[engineClass]->engineId;
+	info.stream = this;
+	info.ordinal = ctx_.ordinal();
+	if (info.tsEnd)
+		profileTask(info);
+	tasks_.push_back(std::move(info));
+	if (tasks_.size() > kTaskHistory)
+		tasks_.pop_front();
+	return npurtSuccess;
+}
+
+void Stream::defer(std::function<void()> action)
+{
+	deferred_.push_back(std::move(action));
+	if (!worker_.joinable())
+		worker_ = std::thread([this] { workerLoop(); });
+	cv_.notify_all();
+}
+
+void Stream::workerLoop()
+{
+	std::unique_lock<std::mutex> lock(mutex_);
+	for (;;) {
+		cv_.wait(lock, [this] { return stopping_ || !deferred_.empty(); });
+		if (deferred_.empty())
+			return;
+		auto action = std::move(deferred_.front());
+		deferred_.pop_front();
+		workerBusy_ = true;
+		lock.unlock();
+		action();
+		lock.lock();
+		workerBusy_ = false;
+		cv_.notify_all();
+	}
+}
+
+npurtError_t Stream::submit(uint32_t engineClass, std::vector<uint8_t> cmds, TaskInfo info)
+{
+	std::unique_lock<std::mutex> lock(mutex_);
+	if (!deferred_.empty() || workerBusy_) {
+		if (failed_)
+			return setError(failed_, std::string(info.api) + ": " + failMessage_);
+		defer([this, engineClass, cmds = std::move(cmds),
+		       info = std::move(info)]() mutable {
+			std::lock_guard<std::mutex> l(mutex_);
+			if (submitNow(engineClass, cmds, info) && !failed_)
+				fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(), true);
+		});
+		return npurtSuccess;
+	}
+	npurtError_t err = submitNow(engineClass, cmds, info);
+	const char *api = info.api;
+	lock.unlock();
+	if (!err && launchBlocking())
+		return synchronize(-1, api);
+	return err;
+}
+
+npurtError_t Stream::hostFunc(npurtHostFn_t fn, void *data, TaskInfo info)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (failed_)
+		return setError(failed_, std::string(info.api) + ": " + failMessage_);
+	defer([this, fn, data] {
+		Point p;
+		{
+			std::lock_guard<std::mutex> l(mutex_);
+			if (lastClass_ >= 0)
+				p = {timelines_[lastClass_], last_[lastClass_]};
+		}
+		waitPoint(p, INT64_MAX);
+		{
+			std::lock_guard<std::mutex> l(mutex_);
+			// Like later device work, a host function after a failure
+			// does not run.
+			if (checkFailure("npurtLaunchHostFunc") != npurtSuccess) {
+				npurtGetLastError();
+				return;
+			}
+		}
+		fn(data);
+	});
+	return npurtSuccess;
+}
+
+npurtError_t Stream::waitIdle(int64_t deadlineNs, const char *api)
+{
+	std::unique_lock<std::mutex> lock(mutex_);
+	while (!deferred_.empty() || workerBusy_) {
+		if (deadlineNs == INT64_MAX) {
+			cv_.wait(lock);
+		} else {
+			int64_t left = deadlineNs - monotonicNs();
+			if (left <= 0 || cv_.wait_for(lock, std::chrono::nanoseconds(left)) ==
+			                         std::cv_status::timeout)
+				if (!deferred_.empty() || workerBusy_)
+					return setError(npurtErrorTimeout,
+					                std::string(api) +
+					                        ": host functions on the stream "
+					                        "did not finish in time");
+		}
+	}
+	return npurtSuccess;
+}
+
+npurtError_t Stream::synchronize(int64_t timeoutMs, const char *api)
+{
+	int64_t deadline = deadlineAfter(timeoutMs);
+	if (npurtError_t err = waitIdle(deadline, api))
+		return err;
+	Point p = tail();
+	int ret = waitPoint(p, deadline);
+	if (ret == -ETIME)
+		return setError(npurtErrorTimeout,
+		                std::string(api) + ": the stream's work did not finish within " +
+		                        std::to_string(timeoutMs) + " ms");
+	if (ret)
+		return setError(errorFromErrno(ret),
+		                osMessage(std::string(api) + ": waiting", ret));
+	std::lock_guard<std::mutex> lock(mutex_);
+	return checkFailure(api);
+}
+
+npurtError_t Stream::query(const char *api)
+{
+	if (busy())
+		return npurtErrorNotReady;
+	Point p = tail();
+	int ret = waitPoint(p, 0);
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (npurtError_t err = checkFailure(api))
+		return err;
+	if (ret == -ETIME)
+		return npurtErrorNotReady;
+	if (ret)
+		return setError(errorFromErrno(ret),
+		                osMessage(std::string(api) + ": waiting", ret));
+	return npurtSuccess;
+}
+
+npurtError_t Stream::recover(const char *api)
+{
+	if (npurtError_t err = waitIdle(INT64_MAX, api))
+		return err;
+	// Everything submitted before the failure must have ended (cancelled
+	// jobs end quickly); then the queues take work again.
+	waitPoint(tail(), INT64_MAX);
+	std::lock_guard<std::mutex> lock(mutex_);
+	for (auto &tl : timelines_) {
+		if (!tl)
+			continue;
+		drm_npu_queue_destroy r{};
+		r.queue_id = tl->queueId;
+		int ret = tl->file->ioctl(DRM_IOCTL_NPU_QUEUE_RESET, &r);
+		if (ret)
+			return setError(errorFromErrno(ret),
+			                osMessage(std::string(api) + ": queue reset", ret));
+	}
+	failed_ = npurtSuccess;
+	failMessage_.clear();
+	return npurtSuccess;
+}
+
+npurtError_t Stream::staging(PinnedBuffer **bufs, Point **lastUse, const char *api)
+{
+	for (int i = 0; i < 2; i++)
+		if (!staging_[i].ptr)
+			if (npurtError_t err = ctx_.allocPinned(4u << 20, &staging_[i], api))
+				return err;
+	*bufs = staging_;
+	*lastUse = stagingUse_;
+	return npurtSuccess;
+}
+
+// Events.
+
+npurtError_t Stream::record(Event &ev, const char *api)
+{
+	std::unique_lock<std::mutex> lock(mutex_);
+	if (failed_)
+		return setError(failed_, std::string(api) + ": " + failMessage_);
+	ev.setPending(this);
+	auto doRecord = [this, &ev, api]() -> npurtError_t {
+		// With mutex_ held.
+		if (ev.timing()) {
+			uint64_t slot = ev.slotFor(ctx_);
+			if (!slot)
+				return setError(npurtErrorHostMemoryAllocation,
+				                std::string(api) +
+				                        ": no memory for the event's timestamp");
+			drm_npu_pkt_timestamp t{};
+			t.hdr = {DRM_NPU_PKT_TIMESTAMP, sizeof(t)};
+			t.dst = slot;
+			std::vector<uint8_t> cmds(reinterpret_cast<uint8_t *>(&t),
+			                          reinterpret_cast<uint8_t *>(&t) + sizeof(t));
+			TaskInfo info;
+			info.api = api;
+			info.what = "event timestamp";
+			info.op = -3;
+			uint32_t cls = lastClass_ >= 0 ? lastClass_ : DRM_NPU_ENGINE_COPY;
+			if (npurtError_t err = submitNow(cls, cmds, info))
+				return err;
+			ev.resolve({timelines_[cls], last_[cls]}, &ctx_, slot);
+		} else {
+			Point p;
+			if (lastClass_ >= 0)
+				p = {timelines_[lastClass_], last_[lastClass_]};
+			ev.resolve(p, &ctx_, 0);
+		}
+		return npurtSuccess;
+	};
+	if (!deferred_.empty() || workerBusy_) {
+		defer([this, doRecord]() {
+			std::lock_guard<std::mutex> l(mutex_);
+			if (doRecord())
+				npurtGetLastError();
+		});
+		return npurtSuccess;
+	}
+	return doRecord();
+}
+
+npurtError_t Stream::wait(Event &ev, const char *api)
+{
+	Stream *src = nullptr;
+	uint64_t slot = 0;
+	Context *evCtx = nullptr;
+	Point p = ev.point(&src, &slot, &evCtx, INT64_MAX);
+	if (!p)
+		return npurtSuccess;  // never recorded, or nothing to wait for
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (failed_)
+		return setError(failed_, std::string(api) + ": " + failMessage_);
+	if (p.tl->file.get() == &ctx_.node()) {
+		waits_.push_back({p.tl->syncobj, p.value, false});
+		return npurtSuccess;
+	}
+	// Another context or device: carry the fence over as a sync_file.
+	os::Device &from = *p.tl->file;
+	uint32_t tmp = 0, local = 0;
+	int ret = syncobjCreate(from, &tmp);
+	drm_syncobj_transfer t{};
+	t.src_handle = p.tl->syncobj;
+	t.src_point = p.value;
+	t.dst_handle = tmp;
+	if (!ret)
+		ret = from.ioctl(DRM_IOCTL_SYNCOBJ_TRANSFER, &t);
+	drm_syncobj_handle h{};
+	h.handle = tmp;
+	h.flags = DRM_SYNCOBJ_HANDLE_TO_FD_FLAGS_EXPORT_SYNC_FILE;
+	h.fd = -1;
+	if (!ret)
+		ret = from.ioctl(DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD, &h);
+	if (tmp)
+		syncobjDestroy(from, tmp);
+	if (!ret)
+		ret = syncobjCreate(ctx_.node(), &local);
+	if (!ret) {
+		drm_syncobj_handle in{};
+		in.fd = h.fd;
+		in.handle = local;
+		in.flags = DRM_SYNCOBJ_FD_TO_HANDLE_FLAGS_IMPORT_SYNC_FILE;
+		ret = ctx_.node().ioctl(DRM_IOCTL_SYNCOBJ_FD_TO_HANDLE, &in);
+	}
+	if (h.fd >= 0)
+		close(h.fd);
+	if (ret) {
+		if (local)
+			syncobjDestroy(ctx_.node(), local);
+		return setError(
+		        errorFromErrno(ret),
+		        osMessage(std::string(api) + ": carrying the event to another device",
+		                  ret));
+	}
+	waits_.push_back({local, 0, true});
+	return npurtSuccess;
+}
+
+Event::~Event()
+{
+	if (slotCtx_)
+		slotCtx_->freeTimestampSlot(slot_);
+}
+
+void Event::setPending(Stream *s)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	pending_ = true;
+	recorded_ = true;
+	stream_ = s;
+}
+
+void Event::resolve(Point p, Context *ctx, uint64_t slot)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	point_ = std::move(p);
+	pending_ = false;
+	(void)ctx;
+	(void)slot;
+	cv_.notify_all();
+}
+
+uint64_t Event::slotFor(Context &ctx)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (slotCtx_ != &ctx) {
+		if (slotCtx_)
+			slotCtx_->freeTimestampSlot(slot_);
+		slot_ = ctx.allocTimestampSlot();
+		slotCtx_ = slot_ ? &ctx : nullptr;
+	}
+	if (slot_)
+		*reinterpret_cast<volatile uint64_t *>(slot_) = 0;
+	return slot_;
+}
+
+bool Event::recorded()
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return recorded_;
+}
+
+Point Event::point(Stream **stream, uint64_t *slot, Context **ctx, int64_t deadlineNs)
+{
+	std::unique_lock<std::mutex> lock(mutex_);
+	while (pending_) {
+		if (deadlineNs == INT64_MAX) {
+			cv_.wait(lock);
+		} else {
+			int64_t left = deadlineNs - monotonicNs();
+			if (left <= 0)
+				break;
+			cv_.wait_for(lock, std::chrono::nanoseconds(left));
+		}
+	}
+	*stream = stream_;
+	*slot = slot_;
+	*ctx = slotCtx_;
+	return point_;
+}
+
+npurtError_t Event::query(const char *api)
+{
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		if (pending_)
+			return npurtErrorNotReady;
+	}
+	Stream *s = nullptr;
+	uint64_t slot = 0;
+	Context *c = nullptr;
+	Point p = point(&s, &slot, &c, 0);
+	int ret = waitPoint(p, 0);
+	if (ret == -ETIME)
+		return npurtErrorNotReady;
+	if (ret)
+		return setError(errorFromErrno(ret),
+		                osMessage(std::string(api) + ": waiting", ret));
+	return npurtSuccess;
+}
+
+npurtError_t Event::synchronize(int64_t timeoutMs, const char *api)
+{
+	int64_t deadline = deadlineAfter(timeoutMs);
+	Stream *s = nullptr;
+	uint64_t slot = 0;
+	Context *c = nullptr;
+	Point p = point(&s, &slot, &c, deadline);
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		if (pending_)
+			return setError(npurtErrorTimeout,
+			                std::string(api) + ": the event was not recorded in time");
+	}
+	int ret = waitPoint(p, deadline);
+	if (ret == -ETIME)
+		return setError(npurtErrorTimeout, std::string(api) +
+		                                           ": the event did not complete within " +
+		                                           std::to_string(timeoutMs) + " ms");
+	if (ret)
+		return setError(errorFromErrno(ret),
+		                osMessage(std::string(api) + ": waiting", ret));
+	return npurtSuccess;
+}
+
+Stream *createStreamForContext(Context &ctx, unsigned flags, int priority, bool isDefault)
+{
+	auto *s = new Stream(ctx, flags, priority, isDefault);
+	ctx.addStream(s);
+	std::lock_guard<std::mutex> lock(gHandleMutex);
+	gStreams.insert(s);
+	return s;
+}
+
+void destroyStreamForContext(Stream *s)
+{
+	{
+		std::lock_guard<std::mutex> lock(gHandleMutex);
+		gStreams.erase(s);
+	}
+	s->ctx().removeStream(s);
+	delete s;
+}
+
+npurtError_t resolveStream(npurtStream_t handle, Stream **out, const char *api)
+{
+	if (!handle) {
+		Context *c = nullptr;
+		if (npurtError_t err = Runtime::instance().currentContext(&c, api))
+			return err;
+		npurtError_t err = npurtSuccess;
+		*out = c->defaultStream(&err);
+		return err;
+	}
+	std::lock_guard<std::mutex> lock(gHandleMutex);
+	if (!gStreams.count(handle))
+		return setError(npurtErrorInvalidHandle,
+		                std::string(api) + ": stream " +
+		                        hex(reinterpret_cast<uint64_t>(handle)) +
+		                        " is not a live stream (destroyed, or not made by "
+		                        "npurtStreamCreate)");
+	*out = static_cast<Stream *>(handle);
+	return npurtSuccess;
+}
+
+std::vector<Stream *> liveStreams()
+{
+	std::lock_guard<std::mutex> lock(gHandleMutex);
+	std::vector<Stream *> out;
+	for (const npurtStream_st *s : gStreams)
+		out.push_back(const_cast<Stream *>(static_cast<const Stream *>(s)));
+	return out;
+}
+
+void registerEvent(Event *ev)
+{
+	std::lock_guard<std::mutex> lock(gHandleMutex);
+	gEvents.insert(ev);
+}
+
+bool unregisterEvent(Event *ev)
+{
+	std::lock_guard<std::mutex> lock(gHandleMutex);
+	return gEvents.erase(ev) == 1;
+}
+
+npurtError_t resolveEvent(npurtEvent_t handle, Event **out, const char *api)
+{
+	std::lock_guard<std::mutex> lock(gHandleMutex);
+	if (!handle || !gEvents.count(handle))
+		return setError(npurtErrorInvalidHandle,
+		                std::string(api) + ": event " +
+		                        hex(reinterpret_cast<uint64_t>(handle)) +
+		                        " is not a live event (NULL, destroyed, or not made by "
+		                        "npurtEventCreate)");
+	*out = static_cast<Event *>(handle);
+	return npurtSuccess;
+}
+
+}  // namespace npurt

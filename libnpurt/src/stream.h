@@ -1,0 +1,214 @@
+// Streams and events: ordered device work, its completion and its faults.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "context.h"
+#include "npurt/npurt.h"
+
+struct npurtStream_st {};
+struct npurtEvent_st {};
+
+namespace npurt {
+
+// One kernel queue (of one engine class) and its timeline syncobj. Shared
+// by the stream and the events that refer to its points; the queue and
+// syncobj are destroyed with the last reference.
+struct Timeline {
+	std::shared_ptr<os::Device> file;
+	uint32_t queueId = 0;
+	uint32_t syncobj = 0;
+	uint32_t engineClass = 0;
+	uint32_t engineId = 0;
+	int ordinal = 0;
+	~Timeline();
+};
+
+// A point on a timeline; an empty point is complete.
+struct Point {
+	std::shared_ptr<Timeline> tl;
+	uint64_t value = 0;
+	explicit operator bool() const { return tl && value; }
+};
+
+// What a task was, for fault reports and the profiler.
+struct TaskInfo {
+	uint64_t seq = 0;  // task number on its stream
+	uint64_t point = 0;  // its point on its timeline
+	uint32_t engineClass = 0;
+	uint32_t engineId = 0;
+	const char *api = "";  // the API call that enqueued it
+	std::string what;  // "copy host->device 4096 bytes"
+	std::string site;  // where the API call came from
+	int op = -1;  // npurtOpKind, or -1 copy, -2 fill, -3 other
+	uint64_t bytes = 0;
+	uint64_t queuedNs = 0;  // host CLOCK_MONOTONIC_RAW at enqueue
+	uint64_t tsStart = 0;  // profiling: timestamp slots, 0 if none
+	uint64_t tsEnd = 0;
+	const void *stream = nullptr;
+	int ordinal = 0;
+};
+
+class Event;
+
+// Where the current API call comes from: set by npurtSetCallSite for the
+// next enqueue, else the caller's return address.
+std::string takeCallSite(void *returnAddress);
+void setCallSite(const char *file, int line, const char *function);
+
+// Every live stream, for the fault monitor.
+std::vector<Stream *> liveStreams();
+
+class Stream : public npurtStream_st {
+public:
+	Stream(Context &ctx, unsigned flags, int priority, bool isDefault);
+	~Stream();
+	Stream(const Stream &) = delete;
+	Stream &operator=(const Stream &) = delete;
+
+	Context &ctx() { return ctx_; }
+	unsigned flags() const { return flags_; }
+	int priority() const { return priority_; }
+	bool isDefault() const { return isDefault_; }
+
+	// Enqueues a job of packets on the engine class; runs after every
+	// earlier task of the stream.
+	npurtError_t submit(uint32_t engineClass, std::vector<uint8_t> cmds, TaskInfo info);
+	npurtError_t hostFunc(npurtHostFn_t fn, void *data, TaskInfo info);
+	npurtError_t record(Event &ev, const char *api);
+	npurtError_t wait(Event &ev, const char *api);
+
+	// Success, npurtErrorNotReady, or the stream's failure.
+	npurtError_t query(const char *api);
+	// timeoutMs < 0: no limit.
+	npurtError_t synchronize(int64_t timeoutMs, const char *api);
+	npurtError_t recover(const char *api);
+
+	// The stream's failure, if one was observed (checks the queues);
+	// called with the stream's lock held, see checkFailureLocked().
+	npurtError_t checkFailure(const char *api);
+	// Takes the lock itself.
+	npurtError_t checkFailureLocked(const char *api);
+
+	// Pinned staging buffers for pageable copies, allocated on first use.
+	// The caller holds stagingLock() while it uses them: threads sharing
+	// a stream take turns.
+	npurtError_t staging(PinnedBuffer **bufs, Point **lastUse, const char *api);
+	std::unique_lock<std::mutex> stagingLock()
+	{
+		return std::unique_lock<std::mutex>(stagingMutex_);
+	}
+
+	// The point after which everything enqueued so far is done.
+	Point tail();
+
+	// The failure message for a fault recorded on tl at error_point.
+	std::string describeTask(const Timeline &tl, uint64_t point);
+
+	// Deferred work (host functions) still queued or running.
+	bool busy();
+
+private:
+	npurtError_t submitNow(uint32_t engineClass, std::vector<uint8_t> &cmds, TaskInfo &info);
+	npurtError_t ensureTimeline(uint32_t engineClass);
+	void defer(std::function<void()> action);
+	void workerLoop();
+	npurtError_t fail(npurtError_t code, const std::string &message, bool notify);
+	npurtError_t waitIdle(int64_t deadlineNs, const char *api);
+
+	Context &ctx_;
+	unsigned flags_;
+	int priority_;
+	bool isDefault_;
+
+	std::mutex mutex_;  // guards everything below
+	std::shared_ptr<Timeline> timelines_[2];
+	uint64_t last_[2] = {0, 0};
+	int lastClass_ = -1;
+	uint64_t seq_ = 0;
+	struct PendingWait {
+		uint32_t handle;
+		uint64_t point;
+		bool temporary;  // a syncobj imported for this wait, destroyed after
+	};
+	std::vector<PendingWait> waits_;
+	std::deque<TaskInfo> tasks_;  // recent tasks, for fault reports
+	npurtError_t failed_ = npurtSuccess;
+	std::string failMessage_;
+
+	// Deferred actions (after a host function), run by worker_ in order.
+	std::deque<std::function<void()>> deferred_;
+	bool workerBusy_ = false;
+	bool stopping_ = false;
+	std::condition_variable cv_;
+	std::thread worker_;
+
+	std::mutex stagingMutex_;  // guards staging_ and stagingUse_
+	PinnedBuffer staging_[2];
+	Point stagingUse_[2];
+};
+
+class Event : public npurtEvent_st {
+public:
+	explicit Event(unsigned flags) : flags_(flags) {}
+	~Event();
+	unsigned flags() const { return flags_; }
+	bool timing() const { return flags_ & npurtEventTiming; }
+
+	// Called by Stream::record; `pending` until a deferred record runs.
+	void setPending(Stream *s);
+	void resolve(Point p, Context *ctx, uint64_t slot);
+	// The recorded point, after waiting for a deferred record.
+	Point point(Stream **stream, uint64_t *slot, Context **ctx, int64_t deadlineNs);
+	bool recorded();
+	uint64_t slotFor(Context &ctx);
+
+	npurtError_t query(const char *api);
+	npurtError_t synchronize(int64_t timeoutMs, const char *api);
+
+private:
+	unsigned flags_;
+	std::mutex mutex_;  // guards everything below
+	std::condition_variable cv_;
+	bool recorded_ = false;
+	bool pending_ = false;
+	Point point_;
+	Stream *stream_ = nullptr;
+	Context *slotCtx_ = nullptr;
+	uint64_t slot_ = 0;  // timing: where the device writes the timestamp
+};
+
+// Creates a stream of ctx and registers it; destroys one.
+Stream *createStreamForContext(Context &ctx, unsigned flags, int priority, bool isDefault);
+void destroyStreamForContext(Stream *s);
+// Validates a stream handle: null is the current context's default stream.
+npurtError_t resolveStream(npurtStream_t handle, Stream **out, const char *api);
+npurtError_t resolveEvent(npurtEvent_t handle, Event **out, const char *api);
+void registerEvent(Event *ev);
+bool unregisterEvent(Event *ev);
+
+// Waits for a point; 0, -ETIME at the deadline, or -errno.
+int waitPoint(const Point &p, int64_t deadlineNs);
+// CLOCK_MONOTONIC now, and a deadline timeoutMs from now (-1: forever).
+int64_t monotonicNs();
+int64_t deadlineAfter(int64_t timeoutMs);
+
+// Synchronous launches for debugging (NPURT_LAUNCH_BLOCKING=1).
+bool launchBlocking();
+
+// Profiler hooks.
+bool profiling();
+void profileTask(const TaskInfo &info);
+
+// The error callback, called when a stream's failure is first observed.
+void notifyError(Stream *s, npurtError_t code, const std::string &message);
+
+}  // namespace npurt

@@ -140,7 +140,7 @@ void setCallSite(const char *file, int line, const char *function)
 	cs.set = true;
 	cs.text = std::string(file ? file : "?") + ":" + std::to_string(line);
 	if (function && *function)
-		cs.text += std::string(" in ") + function + "()";
+		cs.text += std::string(" in ") + function + (std::strchr(function, '(') ? "" : "()");
 }
 
 Timeline::~Timeline()

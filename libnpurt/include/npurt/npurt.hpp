@@ -5,10 +5,13 @@
 // call prints its error and aborts. Handles are RAII and move-only.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <source_location>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "npurt/npurt.h"
@@ -84,5 +87,275 @@ public:
 private:
 	int previous_;
 };
+
+// Records where the next enqueue comes from, for fault reports.
+inline void callSite(const std::source_location &loc)
+{
+	npurtSetCallSite(loc.file_name(), static_cast<int>(loc.line()), loc.function_name());
+}
+
+// A stream (RAII, move-only). A default-constructed Stream is the current
+// context's default stream.
+class Stream {
+public:
+	Stream() = default;
+	explicit Stream(int priority, unsigned flags = npurtStreamNonBlocking)
+	{
+		check(npurtStreamCreateWithPriority(&s_, flags, priority));
+	}
+	~Stream()
+	{
+		if (s_)
+			npurtStreamDestroy(s_);
+	}
+	Stream(Stream &&o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+	Stream &operator=(Stream &&o) noexcept
+	{
+		if (this != &o) {
+			if (s_)
+				npurtStreamDestroy(s_);
+			s_ = std::exchange(o.s_, nullptr);
+		}
+		return *this;
+	}
+	Stream(const Stream &) = delete;
+	Stream &operator=(const Stream &) = delete;
+
+	npurtStream_t get() const { return s_; }
+	void synchronize() const { check(npurtStreamSynchronize(s_)); }
+	// False when the timeout passed first.
+	bool synchronize(int64_t timeoutMs) const
+	{
+		npurtError_t err = npurtStreamSynchronizeTimeout(s_, timeoutMs);
+		if (err == npurtErrorTimeout) {
+			npurtGetLastError();
+			return false;
+		}
+		check(err);
+		return true;
+	}
+	bool ready() const
+	{
+		npurtError_t err = npurtStreamQuery(s_);
+		if (err == npurtErrorNotReady)
+			return false;
+		check(err);
+		return true;
+	}
+	void recover() const { check(npurtStreamRecover(s_)); }
+
+private:
+	npurtStream_t s_ = nullptr;
+};
+
+// An event (RAII, move-only); timing is opt-in.
+class Event {
+public:
+	explicit Event(bool timing = false)
+	{
+		check(npurtEventCreateWithFlags(&e_,
+		                                timing ? npurtEventTiming : npurtEventDefault));
+	}
+	~Event()
+	{
+		if (e_)
+			npurtEventDestroy(e_);
+	}
+	Event(Event &&o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+	Event &operator=(Event &&o) noexcept
+	{
+		if (this != &o) {
+			if (e_)
+				npurtEventDestroy(e_);
+			e_ = std::exchange(o.e_, nullptr);
+		}
+		return *this;
+	}
+	Event(const Event &) = delete;
+	Event &operator=(const Event &) = delete;
+
+	npurtEvent_t get() const { return e_; }
+	void record(const Stream &s = {}) const { check(npurtEventRecord(e_, s.get())); }
+	void synchronize() const { check(npurtEventSynchronize(e_)); }
+	bool ready() const
+	{
+		npurtError_t err = npurtEventQuery(e_);
+		if (err == npurtErrorNotReady)
+			return false;
+		check(err);
+		return true;
+	}
+	// Milliseconds from `start` to this event.
+	float since(const Event &start) const
+	{
+		float ms = 0;
+		check(npurtEventElapsedTime(&ms, start.e_, e_));
+		return ms;
+	}
+	void waitOn(const Stream &s) const { check(npurtStreamWaitEvent(s.get(), e_, 0)); }
+
+private:
+	npurtEvent_t e_ = nullptr;
+};
+
+// Device memory for n elements of T (RAII, move-only).
+template <typename T> class DeviceBuffer {
+public:
+	DeviceBuffer() = default;
+	explicit DeviceBuffer(size_t n) : n_(n)
+	{
+		void *p = nullptr;
+		check(npurtMalloc(&p, n * sizeof(T)));
+		p_ = static_cast<T *>(p);
+	}
+	~DeviceBuffer() { npurtFree(p_); }
+	DeviceBuffer(DeviceBuffer &&o) noexcept
+	    : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0))
+	{}
+	DeviceBuffer &operator=(DeviceBuffer &&o) noexcept
+	{
+		if (this != &o) {
+			npurtFree(p_);
+			p_ = std::exchange(o.p_, nullptr);
+			n_ = std::exchange(o.n_, 0);
+		}
+		return *this;
+	}
+	DeviceBuffer(const DeviceBuffer &) = delete;
+	DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+
+	T *data() const { return p_; }
+	size_t size() const { return n_; }
+	size_t bytes() const { return n_ * sizeof(T); }
+
+private:
+	T *p_ = nullptr;
+	size_t n_ = 0;
+};
+
+// Pinned host memory for n elements of T (RAII, move-only).
+template <typename T> class HostBuffer {
+public:
+	HostBuffer() = default;
+	explicit HostBuffer(size_t n) : n_(n)
+	{
+		void *p = nullptr;
+		check(npurtMallocHost(&p, n * sizeof(T)));
+		p_ = static_cast<T *>(p);
+	}
+	~HostBuffer() { npurtFreeHost(p_); }
+	HostBuffer(HostBuffer &&o) noexcept
+	    : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0))
+	{}
+	HostBuffer &operator=(HostBuffer &&o) noexcept
+	{
+		if (this != &o) {
+			npurtFreeHost(p_);
+			p_ = std::exchange(o.p_, nullptr);
+			n_ = std::exchange(o.n_, 0);
+		}
+		return *this;
+	}
+	HostBuffer(const HostBuffer &) = delete;
+	HostBuffer &operator=(const HostBuffer &) = delete;
+
+	T *data() const { return p_; }
+	size_t size() const { return n_; }
+	T &operator[](size_t i) const { return p_[i]; }
+
+private:
+	T *p_ = nullptr;
+	size_t n_ = 0;
+};
+
+// Copies with the call site recorded for fault reports.
+inline void copyAsync(void *dst, const void *src, size_t bytes, const Stream &s = {},
+                      std::source_location loc = std::source_location::current())
+{
+	callSite(loc);
+	check(npurtMemcpyAsync(dst, src, bytes, npurtMemcpyDefault, s.get()));
+}
+
+inline void fillAsync(void *dst, int value, size_t bytes, const Stream &s = {},
+                      std::source_location loc = std::source_location::current())
+{
+	callSite(loc);
+	check(npurtMemsetAsync(dst, value, bytes, s.get()));
+}
+
+inline void launch(const npurtOpDesc &d, const Stream &s = {},
+                   std::source_location loc = std::source_location::current())
+{
+	callSite(loc);
+	check(npurtLaunchOp(&d, s.get()));
+}
+
+// Typed op helpers.
+template <typename T> constexpr npurtDataType dataType();
+template <> constexpr npurtDataType dataType<float>()
+{
+	return npurtFloat32;
+}
+template <> constexpr npurtDataType dataType<int32_t>()
+{
+	return npurtInt32;
+}
+
+// out = a op b, elementwise (op: npurtOpAdd ... npurtOpMin).
+template <typename T>
+void elementwise(npurtOpKind op, const DeviceBuffer<T> &a, const DeviceBuffer<T> &b,
+                 DeviceBuffer<T> &out, const Stream &s = {},
+                 std::source_location loc = std::source_location::current())
+{
+	npurtOpDesc d{};
+	d.op = op;
+	d.dtype = d.outDtype = dataType<T>();
+	d.a = a.data();
+	d.b = b.data();
+	d.out = out.data();
+	d.n = out.size();
+	launch(d, s, loc);
+}
+
+// out = f(a) for npurtOpRelu, npurtOpGelu, npurtOpExp.
+inline void activation(npurtOpKind op, const DeviceBuffer<float> &a, DeviceBuffer<float> &out,
+                       const Stream &s = {},
+                       std::source_location loc = std::source_location::current())
+{
+	npurtOpDesc d{};
+	d.op = op;
+	d.dtype = d.outDtype = npurtFloat32;
+	d.a = a.data();
+	d.out = out.data();
+	d.n = out.size();
+	launch(d, s, loc);
+}
+
+// out (m x n) = alpha * a (m x k) * b (k x n) + beta * out, float32.
+inline void gemm(const DeviceBuffer<float> &a, const DeviceBuffer<float> &b,
+                 DeviceBuffer<float> &out, uint64_t m, uint64_t n, uint64_t k, float alpha = 1.0f,
+                 float beta = 0.0f, const Stream &s = {},
+                 std::source_location loc = std::source_location::current())
+{
+	npurtOpDesc d{};
+	d.op = npurtOpGemm;
+	d.dtype = d.outDtype = npurtFloat32;
+	d.a = a.data();
+	d.b = b.data();
+	d.c = beta != 0.0f ? out.data() : nullptr;
+	d.out = out.data();
+	d.m = m;
+	d.n = n;
+	d.k = k;
+	d.alpha = alpha;
+	d.beta = beta;
+	launch(d, s, loc);
+}
+
+// Runs fn(data) on the host in stream order.
+inline void hostFunc(const Stream &s, npurtHostFn_t fn, void *data)
+{
+	check(npurtLaunchHostFunc(s.get(), fn, data));
+}
 
 }  // namespace npurt

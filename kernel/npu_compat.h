@@ -39,6 +39,13 @@
 #define NPU_DRM_DRIVER_DATE(d)
 #endif
 
+/* Before 6.6, mmap of an exported dma-buf needs drm_driver.gem_prime_mmap. */
+#if defined(NPU_HAVE_DRM_DRIVER_GEM_PRIME_MMAP)
+#define NPU_DRM_DRIVER_PRIME_MMAP	.gem_prime_mmap = drm_gem_prime_mmap,
+#else
+#define NPU_DRM_DRIVER_PRIME_MMAP
+#endif
+
 /* MODULE_IMPORT_NS takes a string from 6.13 on. */
 #if defined(NPU_HAVE_MODULE_IMPORT_NS_IDENT)
 #define NPU_IMPORT_NS(ns)		MODULE_IMPORT_NS(ns)

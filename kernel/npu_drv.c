@@ -119,6 +119,7 @@ static const struct drm_driver npu_drm_driver = {
 	.prime_handle_to_fd = drm_gem_prime_handle_to_fd,
 	.prime_fd_to_handle = drm_gem_prime_fd_to_handle,
 	.gem_prime_import = npu_gem_prime_import,
+	NPU_DRM_DRIVER_PRIME_MMAP
 	.debugfs_init = npu_debugfs_init,
 	.ioctls = npu_ioctls,
 	.num_ioctls = ARRAY_SIZE(npu_ioctls),

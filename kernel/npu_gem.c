@@ -25,8 +25,18 @@
 #include "npu_drv.h"
 #include "npu_gem.h"
 
-/* Largest BO: the page count must fit pin_user_pages_fast()'s int. */
+/* Largest device-memory BO (the capacity bounds it further). */
 #define NPU_BO_MAX_SIZE		BIT_ULL(40)
+
+/*
+ * Pinned host memory (HOST and USERPTR BOs) can never exceed the RAM there
+ * is: bigger requests fail with -ENOMEM before anything is allocated, so
+ * the page arrays stay within what kvmalloc serves without complaint.
+ */
+static bool npu_fits_in_ram(u64 size)
+{
+	return size >> PAGE_SHIFT <= totalram_pages();
+}
 
 static int npu_bo_open(struct drm_gem_object *obj, struct drm_file *file)
 {
@@ -145,6 +155,10 @@ int npu_ioctl_bo_create(struct drm_device *drm, void *data,
 		return -EINVAL;
 	}
 	size = PAGE_ALIGN(size);
+	if (args->kind == DRM_NPU_BO_HOST && !npu_fits_in_ram(size)) {
+		drm_dbg(drm, "bo_create: 0x%llx bytes exceed RAM\n", size);
+		return -ENOMEM;
+	}
 
 	if (args->kind == DRM_NPU_BO_DEVICE) {
 		ret = npu_mem_charge(ndev, size);
@@ -222,10 +236,9 @@ static int npu_memlock_charge(struct mm_struct *mm, unsigned long npages)
 	return 0;
 }
 
-static int npu_pin_range(u64 start, unsigned long npages, bool readonly,
+static int npu_pin_pages(u64 start, unsigned long npages, unsigned int gup,
 			 struct page **pages)
 {
-	unsigned int gup = FOLL_LONGTERM | (readonly ? 0 : FOLL_WRITE);
 	unsigned long done = 0;
 	int ret;
 
@@ -246,6 +259,22 @@ static int npu_pin_range(u64 start, unsigned long npages, bool readonly,
 		}
 	}
 	return 0;
+}
+
+/*
+ * Pin for writing whenever the mapping allows it, even for a read-only BO:
+ * a read-only pin of memory never written would pin the shared zero page
+ * (or a page later replaced on copy-on-write), and the device would not
+ * see what the CPU writes afterwards. Read-only mappings pin read-only.
+ */
+static int npu_pin_range(u64 start, unsigned long npages, bool readonly,
+			 struct page **pages)
+{
+	int ret = npu_pin_pages(start, npages, FOLL_LONGTERM | FOLL_WRITE, pages);
+
+	if (ret == -EFAULT && readonly)
+		ret = npu_pin_pages(start, npages, FOLL_LONGTERM, pages);
+	return ret;
 }
 
 int npu_ioctl_bo_userptr(struct drm_device *drm, void *data,
@@ -272,25 +301,29 @@ int npu_ioctl_bo_userptr(struct drm_device *drm, void *data,
 	}
 	if (!access_ok(u64_to_user_ptr(args->user_ptr), args->size))
 		return -EFAULT;
+	if (!npu_fits_in_ram(args->size))
+		return -ENOMEM;
 	npages = args->size >> PAGE_SHIFT;
 
+	/* The limit first: a limited user gets nothing allocated at all. */
+	ret = npu_memlock_charge(current->mm, npages);
+	if (ret) {
+		drm_dbg(drm, "userptr: RLIMIT_MEMLOCK exceeded\n");
+		return ret;
+	}
 	bo = kzalloc(sizeof(*bo), GFP_KERNEL);
-	if (!bo)
-		return -ENOMEM;
+	if (!bo) {
+		ret = -ENOMEM;
+		goto err_uncharge;
+	}
 	bo->pages = kvmalloc_array(npages, sizeof(*bo->pages), GFP_KERNEL);
 	if (!bo->pages) {
 		ret = -ENOMEM;
 		goto err_free_bo;
 	}
-
-	ret = npu_memlock_charge(current->mm, npages);
-	if (ret) {
-		drm_dbg(drm, "userptr: RLIMIT_MEMLOCK exceeded\n");
-		goto err_free_pages;
-	}
 	ret = npu_pin_range(args->user_ptr, npages, readonly, bo->pages);
 	if (ret)
-		goto err_uncharge;
+		goto err_free_pages;
 
 	bo->ndev = ndev;
 	bo->kind = DRM_NPU_BO_USERPTR;
@@ -306,12 +339,12 @@ int npu_ioctl_bo_userptr(struct drm_device *drm, void *data,
 	drm_gem_object_put(&bo->shmem.base);
 	return ret;
 
-err_uncharge:
-	atomic64_sub(npages, &current->mm->pinned_vm);
 err_free_pages:
 	kvfree(bo->pages);
 err_free_bo:
 	kfree(bo);
+err_uncharge:
+	atomic64_sub(npages, &current->mm->pinned_vm);
 	return ret;
 }
 

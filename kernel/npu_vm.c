@@ -31,6 +31,8 @@ struct npu_vm *npu_vm_create(struct npu_device *ndev)
 		return NULL;
 	kref_init(&vm->refcount);
 	mutex_init(&vm->lock);
+	vm->va_start = ndev->props.va_start;
+	vm->va_end = ndev->props.va_end;
 	drm_mm_init(&vm->mm, ndev->props.va_start,
 		    ndev->props.va_end - ndev->props.va_start);
 	return vm;
@@ -68,14 +70,24 @@ void npu_vm_put(struct npu_vm *vm)
 	kref_put(&vm->refcount, npu_vm_release);
 }
 
+/*
+ * The mapping holding @addr, or NULL. Addresses outside the space are
+ * refused before drm_mm sees them: its iterator reports its own head node
+ * for them, which is not a mapping.
+ */
 static struct npu_mapping *npu_vm_find(struct npu_vm *vm, u64 addr)
 {
 	struct drm_mm_node *node;
 
 	lockdep_assert_held(&vm->lock);
 
-	drm_mm_for_each_node_in_range(node, &vm->mm, addr, addr + 1)
-		return container_of(node, struct npu_mapping, node);
+	if (addr < vm->va_start || addr >= vm->va_end)
+		return NULL;
+	drm_mm_for_each_node_in_range(node, &vm->mm, addr, addr + 1) {
+		if (addr - node->start < node->size)
+			return container_of(node, struct npu_mapping, node);
+		break;
+	}
 	return NULL;
 }
 

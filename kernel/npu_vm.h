@@ -22,6 +22,8 @@ struct page;
  *        binds, by device accesses while they translate, and by debugfs.
  *        Nothing that waits for device work may be done under it.
  * @mm: the mappings, as drm_mm nodes at the addresses user space chose.
+ * @va_start: first address of the space.
+ * @va_end: one past its last address.
  * @mapping_count: live mappings.
  * @mapped_bytes: their total size.
  */
@@ -29,6 +31,8 @@ struct npu_vm {
 	struct kref refcount;
 	struct mutex lock; /* see @lock above */
 	struct drm_mm mm;
+	u64 va_start;
+	u64 va_end;
 	u64 mapping_count;
 	u64 mapped_bytes;
 };

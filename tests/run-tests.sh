@@ -15,6 +15,9 @@ echo "== host unit tests"
 "$build/cmake/bin/npurt_unit_tests" > "$host/npurt_unit_tests.gtest.log" 2>&1
 echo $? > "$host/npurt_unit_tests.rc"
 tail -n 3 "$host/npurt_unit_tests.gtest.log"
+# Kernel code that also runs in user space (the op set's numerics).
+make -s -C "$top/tests/host" O="$host" > "$host/host-make.out" 2>&1
+grep -h "^# Totals" "$host"/*.ktap.log 2>/dev/null
 
 echo "== VM suites (one boot)"
 "$top/tools/vmrun" --out "$vmout" -- "$top/tests/vm-suites.sh" "$build" "$vmout/results"

@@ -140,7 +140,8 @@ void setCallSite(const char *file, int line, const char *function)
 	cs.set = true;
 	cs.text = std::string(file ? file : "?") + ":" + std::to_string(line);
 	if (function && *function)
-		cs.text += std::string(" in ") + function + (std::strchr(function, '(') ? "" : "()");
+		cs.text +=
+		        std::string(" in ") + function + (std::strchr(function, '(') ? "" : "()");
 }
 
 Timeline::~Timeline()
@@ -395,7 +396,7 @@ npurtError_t Stream::submit(uint32_t engineClass, std::vector<uint8_t> cmds, Tas
 	return err;
 }
 
-npurtError_t Stream::hostFunc(npurtHostFn_t fn, void *data, TaskInfo info)
+npurtError_t Stream::hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info)
 {
 	std::lock_guard<std::mutex> lock(mutex_);
 	if (failed_)
@@ -766,6 +767,7 @@ std::vector<Stream *> liveStreams()
 {
 	std::lock_guard<std::mutex> lock(gHandleMutex);
 	std::vector<Stream *> out;
+	out.reserve(gStreams.size());
 	for (const npurtStream_st *s : gStreams)
 		out.push_back(const_cast<Stream *>(static_cast<const Stream *>(s)));
 	return out;

@@ -82,7 +82,7 @@ public:
 	// Enqueues a job of packets on the engine class; runs after every
 	// earlier task of the stream.
 	npurtError_t submit(uint32_t engineClass, std::vector<uint8_t> cmds, TaskInfo info);
-	npurtError_t hostFunc(npurtHostFn_t fn, void *data, TaskInfo info);
+	npurtError_t hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info);
 	npurtError_t record(Event &ev, const char *api);
 	npurtError_t wait(Event &ev, const char *api);
 

@@ -81,6 +81,7 @@ Context::~Context()
 	// Streams first: they hold staging buffers and timestamp slots.
 	for (Stream *st : streams())
 		destroyStreamForContext(st);
+	forgetContextInEvents(this);
 	for (auto &chunk : slotChunks_)
 		freePinned(chunk);
 	// The pool returns its segments through freeSegment() as it goes;

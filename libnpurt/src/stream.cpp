@@ -654,6 +654,15 @@ uint64_t Event::slotFor(Context &ctx)
 	return slot_;
 }
 
+void Event::forgetContext(Context *ctx)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (slotCtx_ == ctx) {
+		slotCtx_ = nullptr;
+		slot_ = 0;
+	}
+}
+
 bool Event::recorded()
 {
 	std::lock_guard<std::mutex> lock(mutex_);
@@ -777,6 +786,13 @@ void registerEvent(Event *ev)
 {
 	std::lock_guard<std::mutex> lock(gHandleMutex);
 	gEvents.insert(ev);
+}
+
+void forgetContextInEvents(Context *ctx)
+{
+	std::lock_guard<std::mutex> lock(gHandleMutex);
+	for (const npurtEvent_st *e : gEvents)
+		const_cast<Event *>(static_cast<const Event *>(e))->forgetContext(ctx);
 }
 
 bool unregisterEvent(Event *ev)

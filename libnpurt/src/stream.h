@@ -173,6 +173,8 @@ public:
 
 	npurtError_t query(const char *api);
 	npurtError_t synchronize(int64_t timeoutMs, const char *api);
+	// The context that holds the timestamp slot is going away.
+	void forgetContext(Context *ctx);
 
 private:
 	unsigned flags_;
@@ -194,6 +196,8 @@ npurtError_t resolveStream(npurtStream_t handle, Stream **out, const char *api);
 npurtError_t resolveEvent(npurtEvent_t handle, Event **out, const char *api);
 void registerEvent(Event *ev);
 bool unregisterEvent(Event *ev);
+// Detaches every event from a context being destroyed.
+void forgetContextInEvents(Context *ctx);
 
 // Waits for a point; 0, -ETIME at the deadline, or -errno.
 int waitPoint(const Point &p, int64_t deadlineNs);

@@ -35,6 +35,7 @@
  * @inject: fault injection, set through debugfs.
  * @jobs_alive: jobs submitted and not yet freed.
  * @jobs_wq: woken when @jobs_alive drops to zero.
+ * @reap_wq: tears destroyed queues down (see npu_queue_destroy()).
  */
 struct npu_device {
 	struct drm_device drm;
@@ -50,6 +51,7 @@ struct npu_device {
 	struct npu_inject inject;
 	atomic_t jobs_alive;
 	wait_queue_head_t jobs_wq;
+	struct workqueue_struct *reap_wq;
 };
 
 /**

@@ -86,6 +86,9 @@ int npu_engines_init(struct npu_device *ndev)
 	int ret;
 
 	init_waitqueue_head(&ndev->jobs_wq);
+	ndev->reap_wq = alloc_workqueue("npu%u-reap", WQ_UNBOUND, 0, ndev->index);
+	if (!ndev->reap_wq)
+		return -ENOMEM;
 	for (i = 0; i < ndev->props.num_engines; i++) {
 		u32 class = ndev->props.engine_class[i];
 
@@ -100,6 +103,7 @@ int npu_engines_init(struct npu_device *ndev)
 err_fini:
 	while (i--)
 		npu_engine_fini(&ndev->engines[i]);
+	destroy_workqueue(ndev->reap_wq);
 	return ret;
 }
 
@@ -112,6 +116,8 @@ void npu_engines_fini(struct npu_device *ndev)
 {
 	u32 i;
 
+	/* Queue teardowns first: they let the last jobs reach the engines. */
+	destroy_workqueue(ndev->reap_wq);
 	wait_event(ndev->jobs_wq, !atomic_read(&ndev->jobs_alive));
 	for (i = 0; i < ndev->num_engines; i++)
 		npu_engine_fini(&ndev->engines[i]);

@@ -199,6 +199,28 @@ static u64 npu_job_first_addr(struct npu_job *job)
 	}
 }
 
+/*
+ * The first error among the job's in-fences. A timeline point is a
+ * dma_fence_chain node, which does not carry the error of the fence it
+ * contains: look inside.
+ */
+static int npu_job_dependency_error(struct npu_job *job)
+{
+	u32 i;
+
+	if (job->base.s_fence->finished.error)
+		return job->base.s_fence->finished.error;
+	for (i = 0; i < job->in_fence_count; i++) {
+		struct dma_fence *f = dma_fence_chain_contained(job->in_fences[i]);
+
+		if (f->error)
+			return f->error;
+		if (job->in_fences[i]->error)
+			return job->in_fences[i]->error;
+	}
+	return 0;
+}
+
 static int npu_atomic_take(atomic_t *v)
 {
 	return atomic_add_unless(v, -1, 0);
@@ -218,11 +240,18 @@ static void npu_job_work(struct work_struct *work)
 
 	cookie = dma_fence_begin_signalling();
 
-	latency = atomic_read(&ndev->inject.latency_us);
+	/*
+	 * A job whose inputs failed, or whose queue failed before it, ends
+	 * here without running, in queue order like every other job.
+	 */
+	ret = npu_job_dependency_error(job);
+	if (!ret && npu_queue_error(job->queue))
+		ret = -ECANCELED;
+
+	latency = ret ? 0 : atomic_read(&ndev->inject.latency_us);
 	if (latency)
 		usleep_range(latency, latency + 1);
 
-	ret = npu_queue_error(job->queue) ? -ECANCELED : 0;
 	if (!ret && npu_atomic_take(&ndev->inject.hang)) {
 		/* A hung job: nothing happens until the watchdog fires. */
 		while (ktime_get_ns() <= deadline)
@@ -235,7 +264,8 @@ static void npu_job_work(struct work_struct *work)
 		ret = npu_job_execute(job, deadline, &fault_addr);
 	}
 
-	if (ret == -ETIMEDOUT || ret == -EFAULT || ret == -EINVAL) {
+	if ((ret == -ETIMEDOUT || ret == -EFAULT || ret == -EINVAL) &&
+	    !npu_job_dependency_error(job)) {
 		/* The emulated engine resets: it keeps no state between jobs. */
 		atomic64_inc(&engine->resets);
 		drm_dbg(&ndev->drm, "%s: job %llu failed (%d), engine reset\n",
@@ -258,18 +288,6 @@ static struct dma_fence *npu_run_job(struct drm_sched_job *sched_job)
 {
 	struct npu_job *job = to_npu_job(sched_job);
 	struct npu_engine *engine = job->engine;
-	int error = sched_job->s_fence->finished.error;
-	u32 i;
-
-	/* An in-fence that failed fails the job: its inputs are wrong. */
-	for (i = 0; !error && i < job->in_fence_count; i++)
-		error = job->in_fences[i]->error;
-	if (!error && npu_queue_error(job->queue))
-		error = -ECANCELED;
-	if (error) {
-		npu_job_retire(job, error, 0);
-		return ERR_PTR(error);
-	}
 
 	dma_fence_init(job->hw_fence, &npu_hw_fence_ops, &engine->fence_lock,
 		       engine->fence_context,

@@ -146,18 +146,30 @@ err_put:
 	return ret;
 }
 
+static void npu_queue_destroy_work(struct work_struct *work)
+{
+	struct npu_queue *queue = container_of(work, struct npu_queue,
+					       destroy_work);
+
+	drm_sched_entity_destroy(&queue->entity);
+	npu_queue_put(queue);
+}
+
 /*
- * Tears down the entity: jobs that reached the engine finish, jobs still
- * waiting in the entity are cancelled by the scheduler (their fences
- * complete with an error). The queue itself lives on while jobs hold it.
+ * Destroying returns at once. Tearing the entity down waits until every
+ * job queued on it has reached its engine (each either runs or fails by
+ * its deadline), so it runs on the device's reaper workqueue; the queue
+ * itself lives on while jobs hold it.
  */
 static void npu_queue_destroy(struct npu_queue *queue)
 {
+	struct npu_device *ndev = queue->engine->ndev;
+
 	mutex_lock(&queue->submit_lock);
 	queue->dead = true;
 	mutex_unlock(&queue->submit_lock);
-	drm_sched_entity_destroy(&queue->entity);
-	npu_queue_put(queue);
+	INIT_WORK(&queue->destroy_work, npu_queue_destroy_work);
+	queue_work(ndev->reap_wq, &queue->destroy_work);
 }
 
 int npu_ioctl_queue_destroy(struct drm_device *drm, void *data,

@@ -8,6 +8,7 @@
 #include <linux/kref.h>
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
+#include <linux/workqueue.h>
 
 #include <drm/gpu_scheduler.h>
 
@@ -31,7 +32,9 @@ struct npu_file;
  * @error_point: that job's point.
  * @fault_addr: the device address of a memory fault, else 0.
  * @completed: last point completed; points complete in order.
- * @dead: the queue was destroyed; its entity is gone.
+ * @dead: the queue was destroyed; its entity is (being) torn down.
+ * @destroy_work: tears the entity down off the caller's path: that waits
+ *                until every queued job has reached the engine.
  */
 struct npu_queue {
 	struct kref refcount;
@@ -47,6 +50,7 @@ struct npu_queue {
 	u64 fault_addr;
 	atomic64_t completed;
 	bool dead;
+	struct work_struct destroy_work;
 };
 
 struct npu_queue *npu_queue_lookup(struct npu_file *nfile, u32 id);

@@ -173,15 +173,15 @@ enum drm_npu_bo_kind {
 
 /**
  * struct drm_npu_bo_create - allocate a BO
- * @size: bytes; rounded up to the page size. Zero, or a size that overflows
- *        when rounded, is -EINVAL.
+ * @size: bytes; rounded up to the page size. Zero, more than 1 TiB, or a
+ *        size that overflows when rounded, is -EINVAL.
  * @kind: DRM_NPU_BO_DEVICE or DRM_NPU_BO_HOST; anything else is -EINVAL.
  * @flags: must be zero.
  * @handle: out: the new GEM handle.
  * @pad: must be zero.
  *
- * The memory is zeroed. -ENOMEM when device memory (or host memory) is
- * exhausted; nothing is left behind.
+ * The memory is zeroed. -ENOMEM when device memory is exhausted, or for a
+ * HOST BO larger than the machine's RAM; nothing is left behind.
  */
 struct drm_npu_bo_create {
 	__u64 size;
@@ -203,9 +203,13 @@ struct drm_npu_bo_create {
  * @handle: out: the new GEM handle.
  *
  * The pages are pinned for the life of the BO and counted against
- * RLIMIT_MEMLOCK (unless the caller has CAP_IPC_LOCK): -ENOMEM past it.
- * Misaligned or overflowing ranges are -EINVAL, an unmapped range -EFAULT.
- * Userptr BOs cannot be mmapped (the range is mapped already) or exported.
+ * RLIMIT_MEMLOCK (unless the caller has CAP_IPC_LOCK): -ENOMEM past it, or
+ * past the machine's RAM. Misaligned, overflowing or over 1 TiB ranges are
+ * -EINVAL, a range not entirely mapped (or, without the READONLY flag, not
+ * writable) -EFAULT. Pages are pinned for writing whenever the mapping
+ * allows it, so the device sees what the CPU writes later even for a
+ * READONLY BO. Userptr BOs cannot be mmapped (the range is mapped already)
+ * or exported (-EINVAL).
  */
 struct drm_npu_bo_userptr {
 	__u64 user_ptr;
@@ -222,7 +226,8 @@ struct drm_npu_bo_userptr {
  * @kind: out: enum drm_npu_bo_kind.
  * @pad: out: zero.
  * @mmap_offset: out: offset to mmap() the BO through this file; 0 for
- *               BOs that cannot be mapped (userptr).
+ *               BOs that cannot be mapped through it (userptr; BOs imported
+ *               from another device: mmap their dma-buf instead).
  */
 struct drm_npu_bo_info {
 	__u32 handle;
@@ -285,8 +290,11 @@ struct drm_npu_vm_bind {
  *              faulted; else zero.
  *
  * Device faults: -ENXIO for an unmapped address, -EACCES for a write to a
- * read-only mapping (with @fault_addr set). -EFAULT for a bad @user_ptr.
- * Nothing is written past the first fault.
+ * read-only mapping (with @fault_addr set; zero for other errors). -EFAULT
+ * for a bad @user_ptr. The transfer goes in order, a page at a time: on a
+ * fault, a write has stored every byte before the faulting address and
+ * nothing after it; a read has returned the whole pages before the
+ * faulting one.
  */
 struct drm_npu_vm_access {
 	__u64 addr;
@@ -302,9 +310,11 @@ struct drm_npu_vm_access {
  * (what it holds right now; tests use them to prove nothing leaked)
  * @flags: must be zero.
  * @pad: must be zero.
- * @bo_count: BOs created or imported by this context and not yet freed.
- * @bo_bytes: their total size.
- * @device_bytes: bytes of device memory those BOs take.
+ * @bo_count: GEM handles this context holds (a BO closed but still mapped
+ *            is no longer counted here; see @mapping_count).
+ * @bo_bytes: the size of the BOs behind them.
+ * @device_bytes: of which device memory (a BO shared by several contexts
+ *                counts in each).
  * @mapping_count: live mappings in the address space.
  * @mapped_bytes: their total size.
  * @pinned_bytes: bytes of user memory pinned by userptr BOs.
@@ -379,8 +389,8 @@ struct drm_npu_queue_create {
  * @pad: must be zero.
  *
  * Destroy returns at once; jobs already submitted still complete (or are
- * cancelled), and their points still signal. Reset fails with -EBUSY while
- * jobs submitted before the error are still in flight.
+ * cancelled), and their points still signal. Reset clears a queue's error;
+ * it fails with -EBUSY while any job of the queue is still in flight.
  */
 struct drm_npu_queue_destroy {
 	__u32 queue_id;
@@ -396,7 +406,10 @@ struct drm_npu_queue_destroy {
  *
  * The syncobj must exist (-ENOENT) and already have a fence at @point
  * (-EINVAL otherwise: a point nobody submitted yet). If that fence completes
- * with an error, the job completes with the same error without running.
+ * with an error, the job completes with the same error without running,
+ * and its queue records it. (A point that had already completed when the
+ * job was submitted may no longer carry its error; the other queue's
+ * status does.)
  */
 struct drm_npu_fence {
 	__u32 handle;
@@ -450,7 +463,8 @@ struct drm_npu_submit {
  * @error_point: out: the point of the job that failed first.
  * @fault_addr: out: for a memory fault, the device address that faulted.
  * @submitted: out: the last point submitted.
- * @completed: out: the last point completed (in order).
+ * @completed: out: the last point completed; points complete in order,
+ *             failed and cancelled ones included.
  * @engine_id: out: the engine the queue feeds.
  * @pad: out: zero.
  */
@@ -603,7 +617,20 @@ enum drm_npu_op {
  * @pad: must be zero.
  *
  * Element counts and byte sizes must not overflow and each operand is at
- * most 1 GiB. Inputs and output may not partly overlap.
+ * most 1 GiB. Operands are aligned to their element size. Elementwise,
+ * unary and same-size cast ops may write in place (out == a, or out == b);
+ * GEMM's out may equal c; any other overlap of out with an input is -EINVAL.
+ * A C operand counts as unused when beta is +0.0 or -0.0 (c must then be 0).
+ *
+ * Numerics: f16/bf16 are computed in f32 and rounded to nearest even once
+ * (SCALE/AXPY: alpha * a (+ b) in f32, then rounded); float to i32 rounds
+ * to nearest even and saturates, NaN gives 0; i32 arithmetic wraps, DIV
+ * truncates toward zero, INT_MIN / -1 is INT_MIN and a zero divisor is an
+ * op error (-EINVAL); MAX/MIN propagate NaN and order -0 below +0; RELU of
+ * NaN is NaN. REDUCE accumulates in f32 in index order (i32 wraps). GEMM
+ * accumulates over k in order in f32 and always multiplies (alpha == 0 with
+ * an infinite input gives NaN). After an op error or a timeout the output
+ * is partly written and undefined.
  */
 struct drm_npu_pkt_op {
 	struct drm_npu_pkt_header hdr;

@@ -273,6 +273,37 @@ static inline int nsub_client_listed(const char *dir, pid_t pid)
 	return found;
 }
 
+/*
+ * The jobs submitted and not yet completed on the queues of process @pid's
+ * contexts, from the "depth" of their queue lines in debugfs npu_clients.
+ */
+static inline int nsub_client_depth(const char *dir, pid_t pid,
+				    long long *depth)
+{
+	char path[128], line[512], want[48];
+	bool mine = false;
+	long long d;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/npu_clients", dir);
+	snprintf(want, sizeof(want), "context pid %d ", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	*depth = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "context pid ", strlen("context pid ")))
+			mine = !strncmp(line, want, strlen(want));
+		else if (mine &&
+			 sscanf(line,
+				" queue %*u engine %*u submitted %*u completed %*d depth %lld",
+				&d) == 1)
+			*depth += d;
+	}
+	fclose(f);
+	return 0;
+}
+
 /* ---- statistics ---------------------------------------------------- */
 
 static inline int nsub_cmp_s64(const void *a, const void *b)

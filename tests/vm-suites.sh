@@ -55,6 +55,11 @@ run_all_suites() {
 # Default parameters: everything.
 run_all_suites ""
 run example_device_query cmd "$bin/example_device_query"
+run example_streams_events cmd "$bin/example_streams_events"
+run example_pinned_copies cmd "$bin/example_pinned_copies"
+run example_host_func cmd "$bin/example_host_func"
+run example_fault_report cmd "$bin/example_fault_report"
+run example_profile_trace cmd "$bin/example_profile_trace" "$results/profile_trace.json"
 run npu-smi cmd "$bin/npu-smi"
 run npu-smi-json cmd "$bin/npu-smi" --json
 

@@ -200,6 +200,18 @@ npurtError_t submitCopy(npurt::Stream *s, uint64_t dst, uint64_t src, uint64_t n
 npurtError_t stageIn(npurt::Stream *s, uint64_t dst, const void *src, size_t count, const char *api,
                      const std::string &site)
 {
+	// Behind a host function: keep a copy of the source (it may be reused
+	// once this returns) and stage it when the stream gets there.
+	if (!npurt::Stream::onWorker() && s->busy()) {
+		auto copy = std::make_shared<std::vector<char>>(
+		        static_cast<const char *>(src), static_cast<const char *>(src) + count);
+		std::string where = site;
+		if (s->deferIfBusy([s, dst, copy, count, api, where] {
+			    if (stageIn(s, dst, copy->data(), count, api, where))
+				    npurtGetLastError();
+		    }))
+			return npurtSuccess;
+	}
 	auto lock = s->stagingLock();
 	npurt::PinnedBuffer *bufs = nullptr;
 	npurt::Point *use = nullptr;
@@ -226,6 +238,10 @@ npurtError_t stageIn(npurt::Stream *s, uint64_t dst, const void *src, size_t cou
 npurtError_t stageOut(npurt::Stream *s, void *dst, uint64_t src, size_t count, const char *api,
                       const std::string &site)
 {
+	// The staging buffers are reused as soon as the engine is done with
+	// them, which a copy deferred behind a host function would not be.
+	if (npurtError_t err = s->drainHostWork(api))
+		return err;
 	auto lock = s->stagingLock();
 	npurt::PinnedBuffer *bufs = nullptr;
 	npurt::Point *use = nullptr;

@@ -82,6 +82,7 @@ Context::~Context()
 	for (Stream *st : streams())
 		destroyStreamForContext(st);
 	forgetContextInEvents(this);
+	forgetContextInProfiler(this);
 	for (auto &chunk : slotChunks_)
 		freePinned(chunk);
 	// The pool returns its segments through freeSegment() as it goes;

@@ -2,6 +2,7 @@
 // asynchronous error callback.
 #include <atomic>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -20,11 +21,19 @@ std::atomic<bool> gProfiling{false};
 std::mutex gProfMutex;  // guards gRecords
 std::vector<TaskInfo> gRecords;
 
-std::mutex gCbMutex;  // guards gCallback, gUserData, gMonitor
+std::mutex gCbMutex;  // guards gCallback, gUserData, gMonitor, gPending
 npurtErrorCallback_t gCallback = nullptr;
 void *gUserData = nullptr;
-std::thread gMonitor;
+// Never destroyed: a program may exit with a callback still set.
+std::thread *gMonitor = nullptr;
 std::atomic<bool> gMonitorStop{false};
+std::condition_variable gCbCv;
+struct PendingReport {
+	Stream *stream;
+	npurtError_t code;
+	std::string message;
+};
+std::vector<PendingReport> gPending;
 
 const char *const kOpNames[] = {"add",        "sub",        "mul",       "div",  "max", "min",
                                 "scale",      "axpy",       "relu",      "gelu", "exp", "cast",
@@ -46,6 +55,16 @@ uint64_t stamp(uint64_t slot)
 	return slot ? *reinterpret_cast<volatile uint64_t *>(slot) : 0;
 }
 
+uint64_t startOf(const TaskInfo &t)
+{
+	return t.tsStart ? stamp(t.tsStart) : t.startValue;
+}
+
+uint64_t endOf(const TaskInfo &t)
+{
+	return t.tsEnd ? stamp(t.tsEnd) : t.endValue;
+}
+
 std::string jsonEscape(const std::string &s)
 {
 	std::string out;
@@ -59,16 +78,30 @@ std::string jsonEscape(const std::string &s)
 	return out;
 }
 
-// Polls every live stream for failures while a callback is set, so that
-// faults are reported even when nobody calls into the runtime.
+// While a callback is set: delivers fault reports (never with a runtime
+// lock held, so the callback may call the runtime) and polls every live
+// stream for failures, so faults are reported even when nobody calls in.
 void monitorLoop()
 {
 	while (!gMonitorStop.load()) {
+		std::vector<PendingReport> reports;
+		npurtErrorCallback_t cb;
+		void *data;
+		{
+			std::unique_lock<std::mutex> lock(gCbMutex);
+			gCbCv.wait_for(lock, std::chrono::milliseconds(10),
+			               [] { return !gPending.empty() || gMonitorStop.load(); });
+			reports.swap(gPending);
+			cb = gCallback;
+			data = gUserData;
+		}
+		for (auto &r : reports)
+			if (cb)
+				cb(r.stream, r.code, r.message.c_str(), data);
 		for (Stream *s : liveStreams()) {
 			if (s->checkFailureLocked("monitor") != npurtSuccess)
 				npurtGetLastError();
 		}
-		std::this_thread::sleep_for(std::chrono::milliseconds(10));
 	}
 }
 
@@ -85,17 +118,28 @@ void profileTask(const TaskInfo &info)
 	gRecords.push_back(info);
 }
 
+// A context is going away with its timestamp memory: keep the values its
+// records have so far and stop pointing into it.
+void forgetContextInProfiler(Context *ctx)
+{
+	std::lock_guard<std::mutex> lock(gProfMutex);
+	for (auto &r : gRecords) {
+		if (r.ctx != ctx)
+			continue;
+		r.startValue = stamp(r.tsStart);
+		r.endValue = stamp(r.tsEnd);
+		r.tsStart = r.tsEnd = 0;
+		r.ctx = nullptr;
+	}
+}
+
 void notifyError(Stream *s, npurtError_t code, const std::string &message)
 {
-	npurtErrorCallback_t cb;
-	void *data;
-	{
-		std::lock_guard<std::mutex> lock(gCbMutex);
-		cb = gCallback;
-		data = gUserData;
-	}
-	if (cb)
-		cb(s, code, message.c_str(), data);
+	std::lock_guard<std::mutex> lock(gCbMutex);
+	if (!gCallback)
+		return;
+	gPending.push_back({s, code, message});
+	gCbCv.notify_all();
 }
 
 }  // namespace npurt
@@ -107,27 +151,41 @@ extern "C" {
 
 npurtError_t npurtSetErrorCallback(npurtErrorCallback_t callback, void *userData)
 {
-	std::thread old;
+	std::thread *old = nullptr;
 	{
 		std::lock_guard<std::mutex> lock(npurt::gCbMutex);
 		npurt::gCallback = callback;
 		npurt::gUserData = userData;
-		if (callback && !npurt::gMonitor.joinable()) {
+		if (callback && !npurt::gMonitor) {
 			npurt::gMonitorStop = false;
-			npurt::gMonitor = std::thread(npurt::monitorLoop);
-		} else if (!callback && npurt::gMonitor.joinable()) {
+			npurt::gMonitor = new std::thread(npurt::monitorLoop);
+		} else if (!callback && npurt::gMonitor) {
 			npurt::gMonitorStop = true;
-			old = std::move(npurt::gMonitor);
+			npurt::gPending.clear();
+			npurt::gCbCv.notify_all();
+			old = npurt::gMonitor;
+			npurt::gMonitor = nullptr;
 		}
 	}
-	if (old.joinable())
-		old.join();
+	// From the callback itself the monitor cannot join itself.
+	if (old && old->get_id() == std::this_thread::get_id())
+		old->detach();
+	else if (old)
+		old->join();
+	delete old;
 	return npurtSuccess;
 }
 
 npurtError_t npurtProfilerStart(void)
 {
 	std::lock_guard<std::mutex> lock(npurt::gProfMutex);
+	// The previous session's timestamp slots go back to their contexts.
+	for (auto &r : gRecords) {
+		if (r.ctx) {
+			r.ctx->freeTimestampSlot(r.tsStart);
+			r.ctx->freeTimestampSlot(r.tsEnd);
+		}
+	}
 	gRecords.clear();
 	npurt::gProfiling = true;
 	return npurtSuccess;
@@ -158,7 +216,7 @@ npurtError_t npurtProfilerExportTrace(const char *path)
 	const char *sep = "";
 	std::map<std::pair<int, uint32_t>, bool> named;
 	for (const auto &t : records) {
-		uint64_t a = npurt::stamp(t.tsStart), b = npurt::stamp(t.tsEnd);
+		uint64_t a = npurt::startOf(t), b = npurt::endOf(t);
 		if (!a || !b || b < a)
 			continue;  // not finished yet
 		// One process per NPU, one thread per engine.
@@ -211,7 +269,7 @@ npurtError_t npurtProfilerSummary(char *buf, size_t size, size_t *needed)
 		std::map<std::pair<int, uint32_t>, Acc> byEngine;
 		uint64_t first = UINT64_MAX, last = 0;
 		for (const auto &t : records) {
-			uint64_t a = npurt::stamp(t.tsStart), b = npurt::stamp(t.tsEnd);
+			uint64_t a = npurt::startOf(t), b = npurt::endOf(t);
 			if (!a || !b || b < a)
 				continue;
 			first = std::min(first, a);

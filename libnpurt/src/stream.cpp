@@ -254,17 +254,34 @@ npurtError_t Stream::checkFailure(const char *api)
 {
 	if (failed_)
 		return setError(failed_, std::string(api) + ": " + failMessage_);
-	for (auto &tl : timelines_) {
-		if (!tl)
+	// Both queues may have failed (the second one because of the first):
+	// report the task that came first in the stream.
+	Timeline *failedTl = nullptr;
+	drm_npu_queue_status st{};
+	uint64_t firstSeq = UINT64_MAX;
+	for (auto &t : timelines_) {
+		if (!t)
 			continue;
-		drm_npu_queue_status st{};
-		st.queue_id = tl->queueId;
-		int ret = tl->file->ioctl(DRM_IOCTL_NPU_QUEUE_STATUS, &st);
+		drm_npu_queue_status qs{};
+		qs.queue_id = t->queueId;
+		int ret = t->file->ioctl(DRM_IOCTL_NPU_QUEUE_STATUS, &qs);
 		if (ret)
 			return setError(errorFromErrno(ret),
 			                osMessage(std::string(api) + ": queue status", ret));
-		if (st.state != DRM_NPU_QUEUE_ERROR)
+		if (qs.state != DRM_NPU_QUEUE_ERROR)
 			continue;
+		uint64_t seq = UINT64_MAX - 1;
+		for (const auto &task : tasks_)
+			if (task.point == qs.error_point && task.engineClass == t->engineClass)
+				seq = task.seq;
+		if (seq < firstSeq || !failedTl) {
+			firstSeq = seq;
+			failedTl = t.get();
+			st = qs;
+		}
+	}
+	if (failedTl) {
+		Timeline *tl = failedTl;
 		std::string msg = std::string(errorKind(st.error));
 		if (st.error == -EFAULT)
 			msg += " at device address " + hex(st.fault_addr);
@@ -279,6 +296,21 @@ npurtError_t Stream::checkFailure(const char *api)
 		return setError(failed_, std::string(api) + ": " + failMessage_);
 	}
 	return npurtSuccess;
+}
+
+npurtError_t Stream::flushWaits(const char *api)
+{
+	if (waits_.empty())
+		return npurtSuccess;
+	drm_npu_pkt_header nop{DRM_NPU_PKT_NOP, sizeof(drm_npu_pkt_header)};
+	std::vector<uint8_t> cmds(reinterpret_cast<uint8_t *>(&nop),
+	                          reinterpret_cast<uint8_t *>(&nop) + sizeof(nop));
+	TaskInfo info;
+	info.api = api;
+	info.what = "wait for an event";
+	info.op = -3;
+	uint32_t cls = lastClass_ >= 0 ? lastClass_ : DRM_NPU_ENGINE_COPY;
+	return submitNow(cls, cmds, info);
 }
 
 npurtError_t Stream::checkFailureLocked(const char *api)
@@ -340,6 +372,7 @@ npurtError_t Stream::submitNow(uint32_t engineClass, std::vector<uint8_t> &cmds,
 	info.engineId = timelines_[engineClass]->engineId;
 	info.stream = this;
 	info.ordinal = ctx_.ordinal();
+	info.ctx = &ctx_;
 	if (info.tsEnd)
 		profileTask(info);
 	tasks_.push_back(std::move(info));
@@ -356,8 +389,27 @@ void Stream::defer(std::function<void()> action)
 	cv_.notify_all();
 }
 
+namespace {
+thread_local bool tOnWorker = false;
+}  // namespace
+
+bool Stream::onWorker()
+{
+	return tOnWorker;
+}
+
+bool Stream::deferIfBusy(std::function<void()> action)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (deferred_.empty() && !workerBusy_)
+		return false;
+	defer(std::move(action));
+	return true;
+}
+
 void Stream::workerLoop()
 {
+	tOnWorker = true;
 	std::unique_lock<std::mutex> lock(mutex_);
 	for (;;) {
 		cv_.wait(lock, [this] { return stopping_ || !deferred_.empty(); });
@@ -377,7 +429,7 @@ void Stream::workerLoop()
 npurtError_t Stream::submit(uint32_t engineClass, std::vector<uint8_t> cmds, TaskInfo info)
 {
 	std::unique_lock<std::mutex> lock(mutex_);
-	if (!deferred_.empty() || workerBusy_) {
+	if ((!deferred_.empty() || workerBusy_) && !tOnWorker) {
 		if (failed_)
 			return setError(failed_, std::string(info.api) + ": " + failMessage_);
 		defer([this, engineClass, cmds = std::move(cmds),
@@ -401,6 +453,9 @@ npurtError_t Stream::hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info
 	std::lock_guard<std::mutex> lock(mutex_);
 	if (failed_)
 		return setError(failed_, std::string(info.api) + ": " + failMessage_);
+	if (deferred_.empty() && !workerBusy_)
+		if (npurtError_t err = flushWaits(info.api))
+			return err;
 	defer([this, fn, data] {
 		Point p;
 		{
@@ -448,6 +503,11 @@ npurtError_t Stream::synchronize(int64_t timeoutMs, const char *api)
 	int64_t deadline = deadlineAfter(timeoutMs);
 	if (npurtError_t err = waitIdle(deadline, api))
 		return err;
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		if (npurtError_t err = flushWaits(api))
+			return err;
+	}
 	Point p = tail();
 	int ret = waitPoint(p, deadline);
 	if (ret == -ETIME)
@@ -465,6 +525,11 @@ npurtError_t Stream::query(const char *api)
 {
 	if (busy())
 		return npurtErrorNotReady;
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		if (npurtError_t err = flushWaits(api))
+			return err;
+	}
 	Point p = tail();
 	int ret = waitPoint(p, 0);
 	std::lock_guard<std::mutex> lock(mutex_);
@@ -522,6 +587,10 @@ npurtError_t Stream::record(Event &ev, const char *api)
 	ev.setPending(this);
 	auto doRecord = [this, &ev, api]() -> npurtError_t {
 		// With mutex_ held.
+		if (npurtError_t err = flushWaits(api)) {
+			ev.resolve({}, &ctx_, 0);
+			return err;
+		}
 		if (ev.timing()) {
 			uint64_t slot = ev.slotFor(ctx_);
 			if (!slot)
@@ -538,8 +607,11 @@ npurtError_t Stream::record(Event &ev, const char *api)
 			info.what = "event timestamp";
 			info.op = -3;
 			uint32_t cls = lastClass_ >= 0 ? lastClass_ : DRM_NPU_ENGINE_COPY;
-			if (npurtError_t err = submitNow(cls, cmds, info))
+			if (npurtError_t err = submitNow(cls, cmds, info)) {
+				// The event stays usable: as if never recorded.
+				ev.resolve({}, &ctx_, 0);
 				return err;
+			}
 			ev.resolve({timelines_[cls], last_[cls]}, &ctx_, slot);
 		} else {
 			Point p;

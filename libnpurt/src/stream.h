@@ -55,6 +55,9 @@ struct TaskInfo {
 	uint64_t tsEnd = 0;
 	const void *stream = nullptr;
 	int ordinal = 0;
+	Context *ctx = nullptr;  // owner of the timestamp slots
+	uint64_t startValue = 0;  // the timestamps, once the slots are gone
+	uint64_t endValue = 0;
 };
 
 class Event;
@@ -115,6 +118,15 @@ public:
 
 	// Deferred work (host functions) still queued or running.
 	bool busy();
+	// Waits until deferred work has run (copies that use host memory
+	// directly cannot be deferred).
+	npurtError_t drainHostWork(const char *api) { return waitIdle(INT64_MAX, api); }
+	// Runs action after the deferred work when there is some (true); false
+	// when there is none and the caller should do the work now.
+	bool deferIfBusy(std::function<void()> action);
+	// Whether the calling thread is this stream's worker, running deferred
+	// work (whose submissions go straight to the device).
+	static bool onWorker();
 
 private:
 	npurtError_t submitNow(uint32_t engineClass, std::vector<uint8_t> &cmds, TaskInfo &info);
@@ -122,6 +134,9 @@ private:
 	void defer(std::function<void()> action);
 	void workerLoop();
 	npurtError_t fail(npurtError_t code, const std::string &message, bool notify);
+	// Turns pending event waits into a job, so that the stream's tail
+	// includes them; with mutex_ held.
+	npurtError_t flushWaits(const char *api);
 	npurtError_t waitIdle(int64_t deadlineNs, const char *api);
 
 	Context &ctx_;
@@ -211,6 +226,7 @@ bool launchBlocking();
 // Profiler hooks.
 bool profiling();
 void profileTask(const TaskInfo &info);
+void forgetContextInProfiler(Context *ctx);
 
 // The error callback, called when a stream's failure is first observed.
 void notifyError(Stream *s, npurtError_t code, const std::string &message);

@@ -205,8 +205,7 @@ npurtError_t stageIn(npurt::Stream *s, uint64_t dst, const void *src, size_t cou
 	if (!npurt::Stream::onWorker() && s->busy()) {
 		auto copy = std::make_shared<std::vector<char>>(
 		        static_cast<const char *>(src), static_cast<const char *>(src) + count);
-		std::string where = site;
-		if (s->deferIfBusy([s, dst, copy, count, api, where] {
+		if (s->deferIfBusy([s, dst, copy, count, api, where = site] {
 			    if (stageIn(s, dst, copy->data(), count, api, where))
 				    npurtGetLastError();
 		    }))

@@ -247,8 +247,10 @@ NPURT_API npurtError_t npurtIpcCloseMemHandle(void *devPtr);
  * (like CUDA's per-thread default stream, but one per context). npurtMemcpy
  * and npurtMemset run on it and wait for it.
  *
- * Destroying a stream with work in flight returns at once; the work still
- * completes and its memory is released when it has.
+ * Destroying a stream with device work in flight returns at once; the work
+ * still completes and its memory is released when it has. Host functions
+ * still queued on the stream run first: destroy waits for them, and so does
+ * npurtEventDestroy for an event whose record is queued behind one.
  */
 typedef struct npurtStream_st *npurtStream_t;
 typedef struct npurtEvent_st *npurtEvent_t;
@@ -272,7 +274,9 @@ NPURT_API npurtError_t npurtStreamSynchronizeTimeout(npurtStream_t stream, int64
 NPURT_API npurtError_t npurtStreamGetPriority(npurtStream_t stream, int *priority);
 NPURT_API npurtError_t npurtStreamGetFlags(npurtStream_t stream, unsigned int *flags);
 /* Later work on stream waits for the event's work (any stream, context or
- * device). flags must be 0. An event never recorded is complete. */
+ * device). flags must be 0. An event never recorded is complete. If the
+ * event's record is itself queued behind a host function, this call waits
+ * until the record has happened. */
 NPURT_API npurtError_t npurtStreamWaitEvent(npurtStream_t stream, npurtEvent_t event,
                                             unsigned int flags);
 /* Waits for every stream of the current context. */

@@ -166,10 +166,13 @@ void seedTable(const Options &o)
 	            "after optimisation)\n");
 	std::printf("%-34s %-12s %-12s %-6s | %s\n", "metric", "seed before", "seed after", "gain",
 	            "ours (this run, medians)");
+	// Printed, and kept as notes for the JSON.
 	auto line = [](const char *metric, const char *before, const char *after, const char *gain,
 	               const std::string &ours) {
 		std::printf("%-34s %-12s %-12s %-6s | %s\n", metric, before, after, gain,
 		            ours.c_str());
+		addNote(join({"seed table: ", metric, ": ", before, " -> ", after, " (", gain,
+		              "); ours: ", ours}));
 	};
 	std::string ours = "not measured (copy section)";
 	const Figure *h = figure("copy", "H2D pageable/pinned async " + sz);

@@ -299,7 +299,7 @@ static int npu_mem(struct npu_run *r, u64 addr, void *buf, size_t len,
 /* Between chunks: cut off a late op, and let others run. */
 static int npu_next_chunk(struct npu_run *r)
 {
-	if (ktime_get_ns() > r->deadline)
+	if (ktime_get_coarse_ns() > r->deadline)
 		return -ETIMEDOUT;
 	cond_resched();
 	return 0;

@@ -83,13 +83,34 @@ static void npu_job_put(struct npu_job *job)
 	kref_put(&job->refcount, npu_job_release);
 }
 
-/* Records how the job ended on its queue. Completion is in order. */
-static void npu_job_retire(struct npu_job *job, int error, u64 fault_addr)
+/*
+ * Records how the job ended on its queue, and in the queue's completion
+ * record in memory if it has one. Completion is in order.
+ */
+static void npu_job_retire(struct npu_job *job, int error, u64 fault_addr,
+			   u32 offset)
 {
+	struct drm_npu_queue_completion rec = {
+		.error = error,
+		.completed = job->point,
+	};
+	u64 addr = job->queue->status_addr;
+	u64 ignored;
+
 	if (error)
 		npu_queue_record_error(job->queue, error, job->point,
-				       fault_addr);
+				       fault_addr, offset);
 	atomic64_set(&job->queue->completed, job->point);
+	if (!addr)
+		return;
+	/* The error lands before the point that makes it meaningful. */
+	if (npu_vm_rw(job->vm, addr, &rec, offsetof(typeof(rec), completed),
+		      true, &ignored))
+		return;
+	/* Pairs with user space reading the point, then the error. */
+	smp_wmb();
+	npu_vm_rw(job->vm, addr + offsetof(typeof(rec), completed),
+		  &rec.completed, sizeof(rec.completed), true, &ignored);
 }
 
 static int npu_mmu_error(int err)
@@ -115,14 +136,18 @@ static int npu_exec_wait_value(struct npu_job *job,
 		    (w->cmp == DRM_NPU_WAIT_EQ && v == w->value) ||
 		    (w->cmp == DRM_NPU_WAIT_NE && v != w->value))
 			return 0;
-		if (ktime_get_ns() > deadline)
+		if (ktime_get_coarse_ns() > deadline)
 			return -ETIMEDOUT;
 		usleep_range(NPU_WAIT_POLL_US, 2 * NPU_WAIT_POLL_US);
 	}
 }
 
-/* Runs the packets, already validated at submit. */
-static int npu_job_execute(struct npu_job *job, u64 deadline, u64 *fault_addr)
+/*
+ * Runs the packets, already validated at submit; on failure *@err_off is
+ * where the failing packet starts.
+ */
+static int npu_job_execute(struct npu_job *job, u64 deadline, u64 *fault_addr,
+			   u32 *err_off)
 {
 	struct npu_device *ndev = job->engine->ndev;
 	u32 off = 0;
@@ -130,6 +155,8 @@ static int npu_job_execute(struct npu_job *job, u64 deadline, u64 *fault_addr)
 
 	while (!ret && off < job->cmds_size) {
 		const struct drm_npu_pkt_header *hdr = job->cmds + off;
+
+		*err_off = off;
 
 		switch (hdr->opcode) {
 		case DRM_NPU_PKT_NOP:
@@ -176,7 +203,7 @@ static int npu_job_execute(struct npu_job *job, u64 deadline, u64 *fault_addr)
 		}
 		ret = npu_mmu_error(ret);
 		off += hdr->size;
-		if (!ret && ktime_get_ns() > deadline)
+		if (!ret && ktime_get_coarse_ns() > deadline)
 			ret = -ETIMEDOUT;
 	}
 	return ret;
@@ -232,8 +259,13 @@ static void npu_job_work(struct work_struct *work)
 	struct npu_engine *engine = job->engine;
 	struct npu_device *ndev = engine->ndev;
 	u64 start = ktime_get_ns();
+	/*
+	 * Checked against the coarse clock between packets and chunks: a
+	 * tick late at most, and no clock read (slow under emulation) each.
+	 */
 	u64 deadline = start + (u64)ndev->props.job_timeout_ms * NSEC_PER_MSEC;
 	u64 fault_addr = 0;
+	u32 err_off = 0;
 	bool cookie;
 	u32 latency;
 	int ret;
@@ -261,7 +293,7 @@ static void npu_job_work(struct work_struct *work)
 		fault_addr = npu_job_first_addr(job);
 		ret = -EFAULT;
 	} else if (!ret) {
-		ret = npu_job_execute(job, deadline, &fault_addr);
+		ret = npu_job_execute(job, deadline, &fault_addr, &err_off);
 	}
 
 	if ((ret == -ETIMEDOUT || ret == -EFAULT || ret == -EINVAL) &&
@@ -271,7 +303,7 @@ static void npu_job_work(struct work_struct *work)
 		drm_dbg(&ndev->drm, "%s: job %llu failed (%d), engine reset\n",
 			engine->name, job->point, ret);
 	}
-	npu_job_retire(job, ret, fault_addr);
+	npu_job_retire(job, ret, fault_addr, err_off);
 	atomic64_add(ktime_get_ns() - start, &engine->busy_ns);
 	atomic64_inc(&engine->jobs_done);
 

@@ -5,6 +5,7 @@
  * place where the first error of its jobs is recorded.
  */
 
+#include <linux/overflow.h>
 #include <linux/slab.h>
 #include <linux/xarray.h>
 
@@ -48,7 +49,7 @@ struct npu_queue *npu_queue_lookup(struct npu_file *nfile, u32 id)
 
 /* Keeps the first error only: later ones are its consequences. */
 void npu_queue_record_error(struct npu_queue *queue, int error, u64 point,
-			    u64 fault_addr)
+			    u64 fault_addr, u32 offset)
 {
 	unsigned long flags;
 
@@ -57,6 +58,7 @@ void npu_queue_record_error(struct npu_queue *queue, int error, u64 point,
 		queue->error = error;
 		queue->error_point = point;
 		queue->fault_addr = fault_addr;
+		queue->error_offset = offset;
 	}
 	spin_unlock_irqrestore(&queue->state_lock, flags);
 }
@@ -90,9 +92,21 @@ int npu_ioctl_queue_create(struct drm_device *drm, void *data,
 	u32 id;
 	int ret;
 
-	if (args->flags || args->engine_class > DRM_NPU_ENGINE_COMPUTE ||
+	u64 end;
+
+	if ((args->flags & ~DRM_NPU_QUEUE_STATUS_WRITEBACK) ||
+	    args->engine_class > DRM_NPU_ENGINE_COMPUTE ||
 	    args->priority > DRM_NPU_PRIORITY_HIGH) {
 		drm_dbg(drm, "queue_create: bad flags, class or priority\n");
+		return -EINVAL;
+	}
+	if ((args->flags & DRM_NPU_QUEUE_STATUS_WRITEBACK) ?
+	    !args->status_addr || args->status_addr % 8 ||
+	    check_add_overflow(args->status_addr,
+			       (u64)sizeof(struct drm_npu_queue_completion),
+			       &end) :
+	    args->status_addr != 0) {
+		drm_dbg(drm, "queue_create: bad status_addr\n");
 		return -EINVAL;
 	}
 	engine = npu_engine_pick(ndev, args->engine_class);
@@ -106,6 +120,7 @@ int npu_ioctl_queue_create(struct drm_device *drm, void *data,
 	mutex_init(&queue->submit_lock);
 	spin_lock_init(&queue->state_lock);
 	queue->engine = engine;
+	queue->status_addr = args->status_addr;
 	atomic_inc(&engine->queues);
 	atomic_inc(&npu_live.queues);
 
@@ -224,11 +239,11 @@ int npu_ioctl_queue_status(struct drm_device *drm, void *data,
 	args->error = queue->error;
 	args->error_point = queue->error_point;
 	args->fault_addr = queue->fault_addr;
+	args->error_offset = queue->error_offset;
 	spin_unlock_irqrestore(&queue->state_lock, flags);
 	args->state = args->error ? DRM_NPU_QUEUE_ERROR : DRM_NPU_QUEUE_OK;
 	args->completed = atomic64_read(&queue->completed);
 	args->engine_id = queue->engine->id;
-	args->pad = 0;
 	npu_queue_put(queue);
 	return 0;
 }
@@ -257,6 +272,7 @@ int npu_ioctl_queue_reset(struct drm_device *drm, void *data,
 		queue->error = 0;
 		queue->error_point = 0;
 		queue->fault_addr = 0;
+		queue->error_offset = 0;
 		spin_unlock_irqrestore(&queue->state_lock, flags);
 	}
 	mutex_unlock(&queue->submit_lock);

@@ -26,11 +26,15 @@ struct npu_file;
  * @submit_lock: serialises submissions, so points, scheduler order and
  *               the timeline agree. Never held while waiting for a fence.
  * @seqno: last point handed out (under @submit_lock).
- * @state_lock: protects @error, @error_point and @fault_addr; taken in the
+ * @state_lock: protects @error, @error_point, @fault_addr and
+ *              @error_offset; taken in the
  *              fence-signalling path (spinlock, no allocation).
  * @error: first error of a job on this queue (negative errno) or 0.
  * @error_point: that job's point.
  * @fault_addr: the device address of a memory fault, else 0.
+ * @error_offset: the offset of the failed packet in that job's commands.
+ * @status_addr: where the engine writes a struct drm_npu_queue_completion
+ *               after each job, or 0.
  * @completed: last point completed; points complete in order.
  * @dead: the queue was destroyed; its entity is (being) torn down.
  * @destroy_work: tears the entity down off the caller's path: that waits
@@ -48,6 +52,8 @@ struct npu_queue {
 	int error;
 	u64 error_point;
 	u64 fault_addr;
+	u32 error_offset;
+	u64 status_addr;
 	atomic64_t completed;
 	bool dead;
 	struct work_struct destroy_work;
@@ -56,7 +62,7 @@ struct npu_queue {
 struct npu_queue *npu_queue_lookup(struct npu_file *nfile, u32 id);
 void npu_queue_put(struct npu_queue *queue);
 void npu_queue_record_error(struct npu_queue *queue, int error, u64 point,
-			    u64 fault_addr);
+			    u64 fault_addr, u32 offset);
 int npu_queue_error(struct npu_queue *queue);
 void npu_queues_destroy_all(struct npu_file *nfile);
 

@@ -187,7 +187,7 @@ int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 	while (len) {
 		unsigned int slice = NPU_VM_PAGES_PER_SLICE;
 
-		if (ktime_get_ns() > deadline_ns)
+		if (ktime_get_coarse_ns() > deadline_ns)
 			return -ETIMEDOUT;
 		mutex_lock(&vm->lock);
 		while (len && slice--) {
@@ -238,7 +238,7 @@ int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
 	while (len) {
 		unsigned int slice = NPU_VM_PAGES_PER_SLICE;
 
-		if (ktime_get_ns() > deadline_ns)
+		if (ktime_get_coarse_ns() > deadline_ns)
 			return -ETIMEDOUT;
 		mutex_lock(&vm->lock);
 		while (len && slice--) {

@@ -165,40 +165,33 @@ npurtError_t classify(const char *api, const char *what, const void *p, npurt::S
 	return npurtSuccess;
 }
 
-std::vector<uint8_t> packet(const void *pkt, size_t size)
-{
-	const auto *b = static_cast<const uint8_t *>(pkt);
-	return std::vector<uint8_t>(b, b + size);
-}
-
-npurt::TaskInfo task(const char *api, std::string what, int op, uint64_t bytes,
-                     const std::string &site)
+npurt::TaskInfo task(const char *api, const char *label, int op, uint64_t bytes,
+                     const npurt::CallSite &site)
 {
 	npurt::TaskInfo t;
 	t.api = api;
-	t.what = std::move(what);
+	t.label = label;
 	t.op = op;
 	t.bytes = bytes;
 	t.site = site;
-	t.queuedNs = static_cast<uint64_t>(npurt::monotonicNs());
 	return t;
 }
 
 npurtError_t submitCopy(npurt::Stream *s, uint64_t dst, uint64_t src, uint64_t n, const char *api,
-                        const std::string &what, const std::string &site)
+                        const char *label, const npurt::CallSite &site)
 {
 	drm_npu_pkt_copy c{};
 	c.hdr = {DRM_NPU_PKT_COPY, sizeof(c)};
 	c.src = src;
 	c.dst = dst;
 	c.size = n;
-	return s->submit(DRM_NPU_ENGINE_COPY, packet(&c, sizeof(c)), task(api, what, -1, n, site));
+	return s->submit(DRM_NPU_ENGINE_COPY, &c, sizeof(c), task(api, label, -1, n, site));
 }
 
 // Pageable host to device: the CPU fills one pinned staging buffer while
 // the copy engine drains the other.
 npurtError_t stageIn(npurt::Stream *s, uint64_t dst, const void *src, size_t count, const char *api,
-                     const std::string &site)
+                     const npurt::CallSite &site)
 {
 	// Behind a host function: keep a copy of the source (it may be reused
 	// once this returns) and stage it when the stream gets there.
@@ -222,9 +215,8 @@ npurtError_t stageIn(npurt::Stream *s, uint64_t dst, const void *src, size_t cou
 			return setError(npurtErrorOperatingSystem,
 			                std::string(api) + ": staging wait failed");
 		std::memcpy(bufs[i].ptr, static_cast<const char *>(src) + off, n);
-		if (npurtError_t err = submitCopy(
-		            s, dst + off, addrOf(bufs[i].ptr), n, api,
-		            "copy host (pageable) -> device " + std::to_string(n) + " bytes", site))
+		if (npurtError_t err = submitCopy(s, dst + off, addrOf(bufs[i].ptr), n, api,
+		                                  "copy host (pageable) -> device", site))
 			return err;
 		use[i] = s->tail();
 		off += n;
@@ -235,7 +227,7 @@ npurtError_t stageIn(npurt::Stream *s, uint64_t dst, const void *src, size_t cou
 // Device to pageable host: the engine fills one buffer while the CPU
 // empties the other; returns when the data has arrived.
 npurtError_t stageOut(npurt::Stream *s, void *dst, uint64_t src, size_t count, const char *api,
-                      const std::string &site)
+                      const npurt::CallSite &site)
 {
 	// The staging buffers are reused as soon as the engine is done with
 	// them, which a copy deferred behind a host function would not be.
@@ -266,9 +258,8 @@ npurtError_t stageOut(npurt::Stream *s, void *dst, uint64_t src, size_t count, c
 		if (npurt::waitPoint(use[i], INT64_MAX))
 			return setError(npurtErrorOperatingSystem,
 			                std::string(api) + ": staging wait failed");
-		if (npurtError_t err = submitCopy(
-		            s, addrOf(bufs[i].ptr), src + off, n, api,
-		            "copy device -> host (pageable) " + std::to_string(n) + " bytes", site))
+		if (npurtError_t err = submitCopy(s, addrOf(bufs[i].ptr), src + off, n, api,
+		                                  "copy device -> host (pageable)", site))
 			return err;
 		use[i] = s->tail();
 		if (npurtError_t err = drain(prev))
@@ -282,7 +273,7 @@ npurtError_t stageOut(npurt::Stream *s, void *dst, uint64_t src, size_t count, c
 npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npurtMemcpyKind kind,
                   npurtStream_t stream, bool sync, void *ra)
 {
-	std::string site = npurt::takeCallSite(ra);
+	npurt::CallSite site = npurt::takeCallSite(ra);
 	if (!count)
 		return npurtSuccess;
 	if (!dst || !src)
@@ -329,11 +320,18 @@ npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npu
 		return npurtSuccess;
 	}
 	if (dstHere && srcHere) {
-		const char *from = srcDev ? "device" : "host (pinned)";
-		const char *to = dstDev ? "device" : "host (pinned)";
-		err = submitCopy(s, addrOf(dst), addrOf(src), count, api,
-		                 std::string("copy ") + from + " -> " + to + " " +
-		                         std::to_string(count) + " bytes",
+		static const char *const labels[2][2] = {
+		        {"copy host (pinned) -> host (pinned)", "copy host (pinned) -> device"},
+		        {"copy device -> host (pinned)", "copy device -> device"}};
+		// The engine refuses overlapping ranges (the result would depend
+		// on the order it moves bytes in).
+		if (addrOf(src) < addrOf(dst) + count && addrOf(dst) < addrOf(src) + count)
+			return setError(
+			        npurtErrorInvalidValue,
+			        std::string(api) + ": the source and destination ranges of " +
+			                std::to_string(count) + " bytes at " + hex(addrOf(src)) +
+			                " and " + hex(addrOf(dst)) + " overlap");
+		err = submitCopy(s, addrOf(dst), addrOf(src), count, api, labels[srcDev][dstDev],
 		                 site);
 	} else if (dstDev && d.dev.ctx == sc && o.side == Side::Pageable) {
 		err = stageIn(s, addrOf(dst), src, count, api, site);
@@ -370,7 +368,7 @@ npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npu
 npurtError_t fill(const char *api, void *devPtr, int value, size_t count, npurtStream_t stream,
                   bool sync, void *ra)
 {
-	std::string site = npurt::takeCallSite(ra);
+	npurt::CallSite site = npurt::takeCallSite(ra);
 	if (!count)
 		return npurtSuccess;
 	if (!devPtr)
@@ -408,9 +406,9 @@ npurtError_t fill(const char *api, void *devPtr, int value, size_t count, npurtS
 	f.size = count;
 	f.value = static_cast<unsigned char>(value);
 	f.width = 1;
-	err = s->submit(DRM_NPU_ENGINE_COPY, packet(&f, sizeof(f)),
-	                task(api, "fill " + std::to_string(count) + " bytes with " + hex(f.value),
-	                     -2, count, site));
+	npurt::TaskInfo t = task(api, "fill", -2, count, site);
+	t.value = f.value;
+	err = s->submit(DRM_NPU_ENGINE_COPY, &f, sizeof(f), t);
 	if (!err && sync)
 		err = s->synchronize(-1, api);
 	return err;

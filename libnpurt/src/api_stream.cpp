@@ -44,11 +44,6 @@ size_t elementSize(npurtDataType t)
 	return t == npurtFloat32 || t == npurtInt32 ? 4 : 2;
 }
 
-const char *const kOpNames[] = {"add",        "sub",        "mul",       "div",  "max", "min",
-                                "scale",      "axpy",       "relu",      "gelu", "exp", "cast",
-                                "reduce_sum", "reduce_max", "transpose", "gemm"};
-const char *const kTypeNames[] = {"f32", "f16", "bf16", "i32"};
-
 // Checks that [p, p + bytes) is device-visible memory of the stream's
 // context (device memory, or pinned/registered host memory mapped there).
 npurtError_t checkOperand(const char *api, const char *name, const void *p, uint64_t bytes,
@@ -89,10 +84,76 @@ bool mul(uint64_t a, uint64_t b, uint64_t *out)
 	return !__builtin_mul_overflow(a, b, out);
 }
 
+// The device's rules for an op packet (the driver checks them again at
+// submission): found here, a bad op fails its own call, even when it would
+// have been batched with others. nullptr if the op is good.
+const char *opRule(const drm_npu_pkt_op &p, uint64_t aBytes, uint64_t bBytes, uint64_t cBytes,
+                   uint64_t outBytes)
+{
+	constexpr uint64_t kOperandMax = 1ull << 30;
+	auto overlaps = [](uint64_t in, uint64_t inLen, uint64_t out, uint64_t outLen,
+	                   bool sameOk) {
+		if (in >= out + outLen || out >= in + inLen)
+			return false;
+		return !(sameOk && in == out && inLen == outLen);
+	};
+	uint64_t es = elementSize(static_cast<npurtDataType>(p.dtype));
+	uint64_t oes =
+	        p.op == npurtOpGemm ? 4 : elementSize(static_cast<npurtDataType>(p.out_dtype));
+	bool isFloat = p.dtype != npurtInt32;
+	switch (p.op) {
+	case npurtOpReduceSum:
+	case npurtOpReduceMax:
+	case npurtOpTranspose:
+		if (p.out_dtype != p.dtype)
+			return "the output type must be the input type";
+		if (p.flags)
+			return "flags are for GEMM only";
+		if (p.op != npurtOpTranspose && p.axis > 1)
+			return "axis must be 0 or 1";
+		if (!p.m || !p.n)
+			return "the shape is empty";
+		break;
+	case npurtOpGemm:
+		if (p.dtype != npurtFloat32 && p.dtype != npurtFloat16)
+			return "GEMM takes f32 or f16 inputs";
+		if (p.out_dtype != npurtFloat32)
+			return "GEMM writes f32";
+		if (p.flags & ~static_cast<uint32_t>(npurtOpTransA | npurtOpTransB))
+			return "unknown flags";
+		if (!p.m || !p.n || !p.k)
+			return "the shape is empty";
+		break;
+	default:
+		if (p.op != npurtOpCast && p.out_dtype != p.dtype)
+			return "the output type must be the input type (only cast converts)";
+		if (p.op >= npurtOpScale && p.op <= npurtOpExp && p.op != npurtOpRelu && !isFloat)
+			return "this op takes floating-point types only";
+		if (p.flags)
+			return "flags are for GEMM only";
+		if (!p.n)
+			return "the shape is empty";
+		break;
+	}
+	if (aBytes > kOperandMax || bBytes > kOperandMax || cBytes > kOperandMax ||
+	    outBytes > kOperandMax)
+		return "an operand is larger than 1 GiB";
+	if (p.a % es || p.b % es || p.out % oes || p.c % 4)
+		return "an operand is not aligned to its element size";
+	// Element-wise ops may write in place; the others need an output apart.
+	bool inPlace = p.op <= npurtOpCast;
+	if (overlaps(p.a, aBytes, p.out, outBytes, inPlace) ||
+	    (bBytes && overlaps(p.b, bBytes, p.out, outBytes, inPlace)))
+		return "an input overlaps the output";
+	if (cBytes && overlaps(p.c, cBytes, p.out, outBytes, true))
+		return "c overlaps the output (it may only be the output itself)";
+	return nullptr;
+}
+
 npurtError_t launchOp(const npurtOpDesc *d, npurtStream_t stream, void *ra)
 {
 	const char *api = "npurtLaunchOp";
-	std::string site = npurt::takeCallSite(ra);
+	npurt::CallSite site = npurt::takeCallSite(ra);
 	if (!d)
 		return nullArgument(api, "desc");
 	if (d->op < npurtOpAdd || d->op > npurtOpGemm)
@@ -108,33 +169,26 @@ npurtError_t launchOp(const npurtOpDesc *d, npurtStream_t stream, void *ra)
 	uint64_t in = elementSize(d->dtype), outE = elementSize(d->outDtype);
 	uint64_t aBytes = 0, bBytes = 0, cBytes = 0, outBytes = 0, mn = 0;
 	bool ok = true;
-	std::string shape;
 	switch (d->op) {
 	case npurtOpReduceSum:
 	case npurtOpReduceMax:
 		ok = mul(d->m, d->n, &mn) && mul(mn, in, &aBytes) &&
 		     mul(d->axis == 0 ? d->n : d->m, outE, &outBytes);
-		shape = std::to_string(d->m) + "x" + std::to_string(d->n) + " axis " +
-		        std::to_string(d->axis);
 		break;
 	case npurtOpTranspose:
 		ok = mul(d->m, d->n, &mn) && mul(mn, in, &aBytes) && mul(mn, outE, &outBytes);
-		shape = std::to_string(d->m) + "x" + std::to_string(d->n);
 		break;
 	case npurtOpGemm: {
 		uint64_t mk = 0, kn = 0;
 		ok = mul(d->m, d->k, &mk) && mul(mk, in, &aBytes) && mul(d->k, d->n, &kn) &&
 		     mul(kn, in, &bBytes) && mul(d->m, d->n, &mn) && mul(mn, 4, &outBytes);
 		cBytes = d->beta != 0.0f ? outBytes : 0;
-		shape = std::to_string(d->m) + "x" + std::to_string(d->n) + "x" +
-		        std::to_string(d->k);
 		break;
 	}
 	default:
 		ok = mul(d->n, in, &aBytes) && mul(d->n, outE, &outBytes);
 		if (d->op <= npurtOpMin || d->op == npurtOpAxpy)
 			bBytes = aBytes;
-		shape = std::to_string(d->n);
 		break;
 	}
 	if (!ok)
@@ -171,20 +225,22 @@ npurtError_t launchOp(const npurtOpDesc *d, npurtStream_t stream, void *ra)
 	if (d->op == npurtOpGemm)
 		std::memcpy(&p.beta_bits, &d->beta, 4);
 
-	std::string what = std::string("op ") + kOpNames[d->op] + " " + kTypeNames[d->dtype];
-	if (d->outDtype != d->dtype)
-		what += std::string("->") + kTypeNames[d->outDtype];
-	what += " " + shape;
+	if (const char *why = opRule(p, aBytes, bBytes, cBytes, outBytes))
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": op " + npurt::kOpNames[d->op] + ": " + why);
+
 	npurt::TaskInfo t;
 	t.api = api;
-	t.what = what;
 	t.op = d->op;
+	t.dtype = static_cast<uint8_t>(d->dtype);
+	t.outDtype = static_cast<uint8_t>(d->outDtype);
+	t.m = p.m;
+	t.n = p.n;
+	t.k = p.k;
+	t.axis = p.axis;
 	t.bytes = aBytes + bBytes + cBytes + outBytes;
 	t.site = site;
-	t.queuedNs = static_cast<uint64_t>(npurt::monotonicNs());
-	const auto *b = reinterpret_cast<const uint8_t *>(&p);
-	npurtError_t err =
-	        s->submit(DRM_NPU_ENGINE_COMPUTE, std::vector<uint8_t>(b, b + sizeof(p)), t);
+	npurtError_t err = s->submit(DRM_NPU_ENGINE_COMPUTE, &p, sizeof(p), t);
 	if (err == npurtErrorInvalidValue)
 		setError(err, std::string(npurtGetLastErrorMessage()) +
 		                      " (the device refused the op's shape or types)");
@@ -372,8 +428,12 @@ npurtError_t npurtStreamRecover(npurtStream_t stream)
 
 npurtError_t npurtSetCallSite(const char *file, int line, const char *function)
 {
-	npurt::setCallSite(file, line, function);
-	return npurtSuccess;
+	try {
+		npurt::setCallSite(file, line, function);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtSetCallSite");
+	}
 }
 
 npurtError_t npurtEventCreateWithFlags(npurtEvent_t *event, unsigned int flags)
@@ -530,7 +590,7 @@ npurtError_t npurtLaunchHostFunc(npurtStream_t stream, npurtHostFn_t fn, void *u
 			return err;
 		npurt::TaskInfo t;
 		t.api = api;
-		t.what = "host function";
+		t.label = "host function";
 		t.site = npurt::takeCallSite(ra);
 		return s->hostFunc(fn, userData, t);
 	} catch (...) {

@@ -83,6 +83,10 @@ Context::~Context()
 		destroyStreamForContext(st);
 	forgetContextInEvents(this);
 	forgetContextInProfiler(this);
+	// Jobs of destroyed streams may still write their completion words.
+	for (auto &r : retired_)
+		waitPoint(Point{r.tl, r.point}, INT64_MAX);
+	retired_.clear();
 	for (auto &chunk : slotChunks_)
 		freePinned(chunk);
 	// The pool returns its segments through freeSegment() as it goes;
@@ -353,19 +357,29 @@ uint64_t Context::allocTimestampSlot()
 {
 	std::lock_guard<std::mutex> lock(streamMutex_);
 	if (slots_.empty()) {
+		// Slots of destroyed streams whose last jobs have ended.
+		std::erase_if(retired_, [this](const Retired &r) {
+			if (waitPoint(Point{r.tl, r.point}, 0) != 0)
+				return false;
+			slots_.push_back(r.addr);
+			return true;
+		});
+	}
+	if (slots_.empty()) {
 		PinnedBuffer chunk;
 		if (allocPinned(64 << 10, &chunk, "timestamps") != npurtSuccess) {
 			npurtGetLastError();
 			return 0;
 		}
 		uint64_t base = reinterpret_cast<uint64_t>(chunk.ptr);
-		for (uint64_t off = chunk.size; off >= 8; off -= 8)
-			slots_.push_back(base + off - 8);
+		for (uint64_t off = chunk.size; off >= 16; off -= 16)
+			slots_.push_back(base + off - 16);
 		slotChunks_.push_back(chunk);
 	}
 	uint64_t slot = slots_.back();
 	slots_.pop_back();
-	*reinterpret_cast<volatile uint64_t *>(slot) = 0;
+	reinterpret_cast<volatile uint64_t *>(slot)[0] = 0;
+	reinterpret_cast<volatile uint64_t *>(slot)[1] = 0;
 	return slot;
 }
 
@@ -375,6 +389,16 @@ void Context::freeTimestampSlot(uint64_t addr)
 		return;
 	std::lock_guard<std::mutex> lock(streamMutex_);
 	slots_.push_back(addr);
+}
+
+void Context::retireTimestampSlot(uint64_t addr, const Point &until)
+{
+	if (!until || waitPoint(until, 0) == 0) {
+		freeTimestampSlot(addr);
+		return;
+	}
+	std::lock_guard<std::mutex> lock(streamMutex_);
+	retired_.push_back({addr, until.tl, until.value});
 }
 
 void Context::addStream(Stream *s)

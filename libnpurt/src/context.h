@@ -44,6 +44,8 @@ struct PinnedBuffer {
 };
 
 class Stream;
+struct Timeline;
+struct Point;
 
 class Context final : public npurtContext_st, private SegmentBackend {
 public:
@@ -84,10 +86,14 @@ public:
 	npurtError_t allocPinned(size_t size, PinnedBuffer *out, const char *api);
 	void freePinned(PinnedBuffer &buf);
 
-	// A device address of 8 bytes in pinned memory, for a device timestamp
-	// the CPU reads directly; 0 when none can be had.
+	// A device address of 16 bytes in pinned memory, for a device
+	// timestamp or a queue's completion record the CPU reads directly; 0
+	// when none can be had.
 	uint64_t allocTimestampSlot();
 	void freeTimestampSlot(uint64_t addr);
+	// A slot the device may still write until `point` of `tl` is reached:
+	// reused only after that.
+	void retireTimestampSlot(uint64_t addr, const Point &until);
 
 	// The context's default stream (NULL), created on first use.
 	Stream *defaultStream(npurtError_t *err);
@@ -113,12 +119,18 @@ private:
 	std::mutex mutex_;  // guards segments_ and imports_
 	std::map<uint64_t, Range> segments_;  // pool segments by address
 	std::map<uint64_t, Range> imports_;  // IPC imports by address
-	std::mutex streamMutex_;  // guards streams_, slots_, slotChunks_
+	std::mutex streamMutex_;  // guards streams_, slots_, slotChunks_, retired_
 	std::vector<Stream *> streams_;
 	std::mutex defaultMutex_;  // guards default_ (taken before streamMutex_)
 	Stream *default_ = nullptr;
 	std::vector<uint64_t> slots_;  // free timestamp slots
 	std::vector<PinnedBuffer> slotChunks_;  // where they live
+	struct Retired {
+		uint64_t addr;
+		std::shared_ptr<Timeline> tl;
+		uint64_t point;
+	};
+	std::vector<Retired> retired_;  // slots in reach of running jobs
 	CachingAllocator pool_;  // declared last: destroyed first
 };
 

@@ -35,10 +35,6 @@ struct PendingReport {
 };
 std::vector<PendingReport> gPending;
 
-const char *const kOpNames[] = {"add",        "sub",        "mul",       "div",  "max", "min",
-                                "scale",      "axpy",       "relu",      "gelu", "exp", "cast",
-                                "reduce_sum", "reduce_max", "transpose", "gemm"};
-
 std::string kindOf(const TaskInfo &t)
 {
 	if (t.op >= 0 && t.op < 16)
@@ -241,9 +237,9 @@ npurtError_t npurtProfilerExportTrace(const char *path)
 		        "%u, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"stream\": \"%p\", \"task\": "
 		        "%" PRIu64 ", \"api\": \"%s\", \"bytes\": %" PRIu64
 		        ", \"queued_host_ns\": %" PRIu64 ", \"site\": \"%s\"}}",
-		        sep, npurt::jsonEscape(t.what).c_str(), npurt::kindOf(t).c_str(), t.ordinal,
-		        t.engineId, a / 1000.0, (b - a) / 1000.0, t.stream, t.seq, t.api, t.bytes,
-		        t.queuedNs, npurt::jsonEscape(t.site).c_str());
+		        sep, npurt::jsonEscape(t.what()).c_str(), npurt::kindOf(t).c_str(),
+		        t.ordinal, t.engineId, a / 1000.0, (b - a) / 1000.0, t.stream, t.seq, t.api,
+		        t.bytes, t.queuedNs, npurt::jsonEscape(t.site.str()).c_str());
 		sep = ",\n";
 	}
 	std::fprintf(f, "\n]}\n");

@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <set>
+#include <unordered_map>
 
 #include "error.h"
 #include "npu_drm.h"
@@ -21,21 +23,36 @@ namespace {
 
 // Fault reports look tasks up by point; older ones are forgotten.
 constexpr size_t kTaskHistory = 4096;
+// A batch this large is submitted even while the work ahead of it runs
+// (well under DRM_NPU_MAX_CMDS_SIZE; about 700 ops).
+constexpr size_t kBatchBytes = 64 << 10;
 
 std::mutex gHandleMutex;  // guards gStreams, gEvents
 std::set<const npurtStream_st *> gStreams;
 std::set<const npurtEvent_st *> gEvents;
 
-struct CallSite {
-	bool set = false;
-	std::string text;
+// The call site given by npurtSetCallSite for the next enqueue, and the
+// last one given: loops name the same site on every call.
+struct PendingSite {
+	const std::string *pending = nullptr;
+	const std::string *last = nullptr;
+	std::string lastFile, lastFunction;
+	int lastLine = 0;
 };
 
-CallSite &threadCallSite()
+PendingSite &threadCallSite()
 {
-	thread_local CallSite site;
+	thread_local PendingSite site;
 	return site;
 }
+
+// Interned call sites: a program has a bounded number of them, but a
+// buggy one could make up texts without end, so the table stops growing.
+constexpr size_t kMaxCallSites = 1 << 16;
+std::mutex gSiteMutex;  // guards gSites
+std::unordered_map<std::string, std::unique_ptr<std::string>> gSites;
+const std::string kTooManySites =
+        "(a call site: more than 65536 distinct ones were given, no more are kept)";
 
 std::string hex(uint64_t v)
 {
@@ -112,36 +129,102 @@ bool launchBlocking()
 	return on;
 }
 
-std::string takeCallSite(void *returnAddress)
+const char *const kOpNames[16] = {"add",        "sub",        "mul",       "div",  "max", "min",
+                                  "scale",      "axpy",       "relu",      "gelu", "exp", "cast",
+                                  "reduce_sum", "reduce_max", "transpose", "gemm"};
+const char *const kTypeNames[4] = {"f32", "f16", "bf16", "i32"};
+
+CallSite takeCallSite(void *returnAddress)
 {
-	CallSite &cs = threadCallSite();
-	if (cs.set) {
-		cs.set = false;
-		return cs.text;
+	PendingSite &ps = threadCallSite();
+	CallSite cs;
+	if (ps.pending) {
+		cs.text = ps.pending;
+		ps.pending = nullptr;
+	} else {
+		cs.returnAddress = returnAddress;
 	}
+	return cs;
+}
+
+std::string CallSite::str() const
+{
+	if (text)
+		return *text;
+	void *ra = const_cast<void *>(returnAddress);
 	Dl_info info{};
-	if (returnAddress && dladdr(returnAddress, &info) && info.dli_sname) {
-		uint64_t off = reinterpret_cast<uint64_t>(returnAddress) -
-		               reinterpret_cast<uint64_t>(info.dli_saddr);
+	if (ra && dladdr(ra, &info) && info.dli_sname) {
+		uint64_t off =
+		        reinterpret_cast<uint64_t>(ra) - reinterpret_cast<uint64_t>(info.dli_saddr);
 		return std::string(info.dli_sname) + "+" + hex(off) + " (" +
-		       hex(reinterpret_cast<uint64_t>(returnAddress)) + ")";
+		       hex(reinterpret_cast<uint64_t>(ra)) + ")";
 	}
-	std::string where = hex(reinterpret_cast<uint64_t>(returnAddress));
-	if (returnAddress && dladdr(returnAddress, &info) && info.dli_fname)
+	std::string where = hex(reinterpret_cast<uint64_t>(ra));
+	if (ra && dladdr(ra, &info) && info.dli_fname)
 		where += std::string(" in ") + info.dli_fname + " at +" +
-		         hex(reinterpret_cast<uint64_t>(returnAddress) -
+		         hex(reinterpret_cast<uint64_t>(ra) -
 		             reinterpret_cast<uint64_t>(info.dli_fbase));
 	return "return address " + where;
 }
 
 void setCallSite(const char *file, int line, const char *function)
 {
-	CallSite &cs = threadCallSite();
-	cs.set = true;
-	cs.text = std::string(file ? file : "?") + ":" + std::to_string(line);
-	if (function && *function)
-		cs.text +=
-		        std::string(" in ") + function + (std::strchr(function, '(') ? "" : "()");
+	PendingSite &ps = threadCallSite();
+	if (!file)
+		file = "?";
+	if (!function)
+		function = "";
+	// Compared by content: the caller may reuse its buffers.
+	if (ps.last && ps.lastLine == line && ps.lastFile == file && ps.lastFunction == function) {
+		ps.pending = ps.last;
+		return;
+	}
+	std::string text = std::string(file) + ":" + std::to_string(line);
+	if (*function)
+		text += std::string(" in ") + function + (std::strchr(function, '(') ? "" : "()");
+	std::lock_guard<std::mutex> lock(gSiteMutex);
+	auto it = gSites.find(text);
+	if (it != gSites.end()) {
+		ps.pending = it->second.get();
+	} else if (gSites.size() < kMaxCallSites) {
+		auto owned = std::make_unique<std::string>(text);
+		ps.pending = owned.get();
+		gSites.emplace(std::move(text), std::move(owned));
+	} else {
+		ps.pending = &kTooManySites;
+	}
+	ps.last = ps.pending;
+	ps.lastFile = file;
+	ps.lastFunction = function;
+	ps.lastLine = line;
+}
+
+std::string TaskInfo::what() const
+{
+	if (op >= 0 && op < 16) {
+		std::string w = std::string("op ") + kOpNames[op] + " " + kTypeNames[dtype & 3];
+		if (outDtype != dtype)
+			w += std::string("->") + kTypeNames[outDtype & 3];
+		w += " ";
+		switch (op) {
+		case npurtOpReduceSum:
+		case npurtOpReduceMax:
+			return w + std::to_string(m) + "x" + std::to_string(n) + " axis " +
+			       std::to_string(axis);
+		case npurtOpTranspose:
+			return w + std::to_string(m) + "x" + std::to_string(n);
+		case npurtOpGemm:
+			return w + std::to_string(m) + "x" + std::to_string(n) + "x" +
+			       std::to_string(k);
+		default:
+			return w + std::to_string(n);
+		}
+	}
+	if (op == -1)
+		return std::string(label) + " " + std::to_string(bytes) + " bytes";
+	if (op == -2)
+		return "fill " + std::to_string(bytes) + " bytes with " + hex(value);
+	return label;
 }
 
 Timeline::~Timeline()
@@ -177,13 +260,28 @@ Stream::~Stream()
 		stopping_ = true;
 		cv_.notify_all();
 	}
+	// Deferred work still runs (and may batch), then what is batched is
+	// submitted: destroying a stream does not drop its work.
 	if (worker_.joinable())
 		worker_.join();
+	{
+		std::scoped_lock lock(submitMutex_, mutex_);
+		if (flushBatch("npurtStreamDestroy"))
+			npurtGetLastError();
+		flushCv_.notify_all();
+	}
+	if (flusher_.joinable())
+		flusher_.join();
 	// Staging buffers may still be read by queued copies: let them finish.
 	for (int i = 0; i < 2; i++) {
 		waitPoint(stagingUse_[i], INT64_MAX);
 		ctx_.freePinned(staging_[i]);
 	}
+	// The completion words are written until the last job ends.
+	Point last = lastClass_ >= 0 ? Point{timelines_[lastClass_], last_[lastClass_]} : Point{};
+	for (uint64_t slot : doneSlot_)
+		if (slot)
+			ctx_.retireTimestampSlot(slot, last);
 	for (auto &w : waits_)
 		if (w.temporary)
 			syncobjDestroy(ctx_.node(), w.handle);
@@ -195,6 +293,14 @@ npurtError_t Stream::ensureTimeline(uint32_t engineClass)
 		return npurtSuccess;
 	drm_npu_queue_create qc{};
 	qc.engine_class = engineClass;
+	// The engine writes each job's end to the completion record: the
+	// stream sees its work end, or fail, without a system call.
+	if (!doneSlot_[engineClass])
+		doneSlot_[engineClass] = ctx_.allocTimestampSlot();
+	if (doneSlot_[engineClass]) {
+		qc.flags = DRM_NPU_QUEUE_STATUS_WRITEBACK;
+		qc.status_addr = doneSlot_[engineClass];
+	}
 	// Runtime priorities: 0 normal, -1 high, 1 low (lower is higher).
 	qc.priority = priority_ < 0   ? DRM_NPU_PRIORITY_HIGH
 	              : priority_ > 0 ? DRM_NPU_PRIORITY_LOW
@@ -215,7 +321,9 @@ npurtError_t Stream::ensureTimeline(uint32_t engineClass)
 
 Point Stream::tail()
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	std::scoped_lock lock(submitMutex_, mutex_);
+	if (flushBatch("submitting batched work"))
+		npurtGetLastError();  // the stream's failure: reported by its next call
 	if (lastClass_ < 0)
 		return {};
 	return {timelines_[lastClass_], last_[lastClass_]};
@@ -227,13 +335,22 @@ bool Stream::busy()
 	return !deferred_.empty() || workerBusy_;
 }
 
-std::string Stream::describeTask(const Timeline &tl, uint64_t point)
+std::string Stream::describeTask(const Timeline &tl, uint64_t point, uint32_t offset)
 {
+	// Tasks batched into one job share its point; the failing packet's
+	// offset tells them apart.
+	const TaskInfo *found = nullptr;
 	for (auto it = tasks_.rbegin(); it != tasks_.rend(); ++it) {
-		if (it->point == point && it->engineClass == tl.engineClass)
-			return "task " + std::to_string(it->seq) + " (" + it->what +
-			       "), enqueued by " + it->api + " from " + it->site;
+		if (it->point != point || it->engineClass != tl.engineClass)
+			continue;
+		if (!found || (offset >= it->cmdBegin && offset < it->cmdEnd))
+			found = &*it;
+		if (it->cmdBegin == 0 || (offset >= it->cmdBegin && offset < it->cmdEnd))
+			break;
 	}
+	if (found)
+		return "task " + std::to_string(found->seq) + " (" + found->what() +
+		       "), enqueued by " + found->api + " from " + found->site.str();
 	return "the task at point " + std::to_string(point) + " of its queue (no longer on record)";
 }
 
@@ -272,7 +389,8 @@ npurtError_t Stream::checkFailure(const char *api)
 			continue;
 		uint64_t seq = UINT64_MAX - 1;
 		for (const auto &task : tasks_)
-			if (task.point == qs.error_point && task.engineClass == t->engineClass)
+			if (task.point == qs.error_point && task.engineClass == t->engineClass &&
+			    seq == UINT64_MAX - 1)
 				seq = task.seq;
 		if (seq < firstSeq || !failedTl) {
 			firstSeq = seq;
@@ -290,7 +408,8 @@ npurtError_t Stream::checkFailure(const char *api)
 		msg += " on stream " + std::string(where) + " (NPU " +
 		       std::to_string(ctx_.ordinal()) + ", " +
 		       (tl->engineClass ? "compute" : "copy") + " engine " +
-		       std::to_string(tl->engineId) + "): " + describeTask(*tl, st.error_point) +
+		       std::to_string(tl->engineId) +
+		       "): " + describeTask(*tl, st.error_point, st.error_offset) +
 		       "; later work on the stream was cancelled (npurtStreamRecover resumes it)";
 		fail(errorCode(st.error), msg, true);
 		return setError(failed_, std::string(api) + ": " + failMessage_);
@@ -300,17 +419,17 @@ npurtError_t Stream::checkFailure(const char *api)
 
 npurtError_t Stream::flushWaits(const char *api)
 {
+	if (npurtError_t err = flushBatch(api))
+		return err;
 	if (waits_.empty())
 		return npurtSuccess;
 	drm_npu_pkt_header nop{DRM_NPU_PKT_NOP, sizeof(drm_npu_pkt_header)};
-	std::vector<uint8_t> cmds(reinterpret_cast<uint8_t *>(&nop),
-	                          reinterpret_cast<uint8_t *>(&nop) + sizeof(nop));
 	TaskInfo info;
 	info.api = api;
-	info.what = "wait for an event";
+	info.label = "wait for an event";
 	info.op = -3;
 	uint32_t cls = lastClass_ >= 0 ? lastClass_ : DRM_NPU_ENGINE_COPY;
-	return submitNow(cls, cmds, info);
+	return submitNow(cls, &nop, sizeof(nop), info);
 }
 
 npurtError_t Stream::checkFailureLocked(const char *api)
@@ -319,66 +438,188 @@ npurtError_t Stream::checkFailureLocked(const char *api)
 	return checkFailure(api);
 }
 
-npurtError_t Stream::submitNow(uint32_t engineClass, std::vector<uint8_t> &cmds, TaskInfo &info)
+Stream::DeviceState Stream::deviceState() const
 {
-	if (failed_)
-		return setError(failed_, std::string(info.api) + ": " + failMessage_);
-	if (npurtError_t err = ensureTimeline(engineClass))
-		return err;
-	std::vector<drm_npu_fence> fences;
-	if (lastClass_ >= 0 && lastClass_ != static_cast<int>(engineClass))
-		fences.push_back({timelines_[lastClass_]->syncobj, 0, last_[lastClass_]});
-	for (auto &w : waits_)
-		fences.push_back({w.handle, 0, w.point});
+	if (lastClass_ < 0)
+		return DeviceState::Idle;
+	if (!doneSlot_[lastClass_])
+		return DeviceState::Unknown;
+	const auto *rec = reinterpret_cast<const drm_npu_queue_completion *>(doneSlot_[lastClass_]);
+	uint64_t done = __atomic_load_n(&rec->completed, __ATOMIC_ACQUIRE);
+	if (done < last_[lastClass_])
+		return DeviceState::Busy;
+	// The error was written before the point.
+	return __atomic_load_n(&rec->error, __ATOMIC_RELAXED) ? DeviceState::Failed
+	                                                      : DeviceState::Idle;
+}
 
-	// Profiling brackets the job with two device timestamps.
+void Stream::append(uint32_t engineClass, const void *packet, uint32_t size, TaskInfo &info)
+{
+	auto put = [this](const void *p, size_t n) {
+		const auto *b = static_cast<const uint8_t *>(p);
+		batch_.cmds.insert(batch_.cmds.end(), b, b + n);
+	};
+	batch_.engineClass = static_cast<int>(engineClass);
+	// Profiling brackets the task with two device timestamps.
+	drm_npu_pkt_timestamp t{};
+	t.hdr = {DRM_NPU_PKT_TIMESTAMP, sizeof(t)};
 	if (profiling()) {
 		info.tsStart = ctx_.allocTimestampSlot();
 		info.tsEnd = info.tsStart ? ctx_.allocTimestampSlot() : 0;
-		if (info.tsEnd) {
-			drm_npu_pkt_timestamp t{};
-			t.hdr = {DRM_NPU_PKT_TIMESTAMP, sizeof(t)};
-			t.dst = info.tsStart;
-			const auto *b = reinterpret_cast<const uint8_t *>(&t);
-			cmds.insert(cmds.begin(), b, b + sizeof(t));
-			t.dst = info.tsEnd;
-			cmds.insert(cmds.end(), b, b + sizeof(t));
+		if (!info.tsEnd) {
+			ctx_.freeTimestampSlot(info.tsStart);
+			info.tsStart = 0;
 		}
 	}
+	info.cmdBegin = static_cast<uint32_t>(batch_.cmds.size());
+	if (info.tsEnd) {
+		t.dst = info.tsStart;
+		put(&t, sizeof(t));
+	}
+	put(packet, size);
+	if (info.tsEnd) {
+		t.dst = info.tsEnd;
+		put(&t, sizeof(t));
+	}
+	info.cmdEnd = static_cast<uint32_t>(batch_.cmds.size());
+	batch_.tasks.push_back(info);
+}
+
+void Stream::dropJob(Batch &job)
+{
+	for (auto &t : job.tasks) {
+		ctx_.freeTimestampSlot(t.tsStart);
+		ctx_.freeTimestampSlot(t.tsEnd);
+	}
+	job.tasks.clear();
+	job.cmds.clear();
+	job.engineClass = -1;
+}
+
+npurtError_t Stream::flushBatch(const char *api, std::unique_lock<std::mutex> *unlocked)
+{
+	if (batch_.tasks.empty())
+		return npurtSuccess;
+	// The batch's buffers alternate with the job's, so that neither is
+	// reallocated in the steady state.
+	std::swap(batch_, job_);
+	return submitJob(job_, api, unlocked);
+}
+
+npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std::mutex> *unlocked)
+{
+	const TaskInfo &first = job.tasks.front();
+	if (first.api && *first.api)
+		api = first.api;
+	if (failed_) {
+		dropJob(job);
+		return setError(failed_, std::string(api) + ": " + failMessage_);
+	}
+	auto cls = static_cast<uint32_t>(job.engineClass);
+	if (npurtError_t err = ensureTimeline(cls)) {
+		dropJob(job);
+		return err;
+	}
+	fences_.clear();
+	if (lastClass_ >= 0 && lastClass_ != static_cast<int>(cls))
+		fences_.push_back({timelines_[lastClass_]->syncobj, 0, last_[lastClass_]});
+	for (auto &w : waits_)
+		fences_.push_back({w.handle, 0, w.point});
+	size_t waitsTaken = waits_.size();
 
 	drm_npu_submit s{};
-	s.queue_id = timelines_[engineClass]->queueId;
-	s.cmds_ptr = reinterpret_cast<uintptr_t>(cmds.data());
-	s.cmds_size = static_cast<uint32_t>(cmds.size());
-	s.in_fence_count = static_cast<uint32_t>(fences.size());
-	s.in_fences_ptr = reinterpret_cast<uintptr_t>(fences.data());
-	int ret = ctx_.node().ioctl(DRM_IOCTL_NPU_SUBMIT, &s);
-	if (ret == -EIO)
-		return checkFailure(info.api);
-	if (ret)
-		return setError(
-		        errorFromErrno(ret),
-		        osMessage(std::string(info.api) + ": submitting " + info.what, ret));
-	for (auto &w : waits_)
-		if (w.temporary)
-			syncobjDestroy(ctx_.node(), w.handle);
-	waits_.clear();
+	s.queue_id = timelines_[cls]->queueId;
+	s.cmds_ptr = reinterpret_cast<uintptr_t>(job.cmds.data());
+	s.cmds_size = static_cast<uint32_t>(job.cmds.size());
+	s.in_fence_count = static_cast<uint32_t>(fences_.size());
+	s.in_fences_ptr = reinterpret_cast<uintptr_t>(fences_.data());
+	os::Device &node = ctx_.node();
+	// The flusher lets enqueuing threads append to the next batch while
+	// the ioctl runs; submitMutex_ keeps everything else out.
+	if (unlocked)
+		unlocked->unlock();
+	int ret = node.ioctl(DRM_IOCTL_NPU_SUBMIT, &s);
+	if (unlocked)
+		unlocked->lock();
+	if (ret == -EINVAL && job.tasks.size() > 1) {
+		// The device refused a packet the runtime let through: submit the
+		// tasks one by one, so the good ones run and the bad one is named.
+		return splitJob(job, api);
+	}
+	if (ret) {
+		std::string what = job.tasks.size() == 1
+		                           ? job.tasks.front().what()
+		                           : std::to_string(job.tasks.size()) + " tasks";
+		dropJob(job);
+		if (ret == -EIO)
+			return checkFailure(api);
+		return setError(errorFromErrno(ret),
+		                osMessage(std::string(api) + ": submitting " + what, ret));
+	}
+	for (size_t i = 0; i < waitsTaken; i++)
+		if (waits_[i].temporary)
+			syncobjDestroy(ctx_.node(), waits_[i].handle);
+	waits_.erase(waits_.begin(), waits_.begin() + static_cast<std::ptrdiff_t>(waitsTaken));
 
-	last_[engineClass] = s.point;
-	lastClass_ = static_cast<int>(engineClass);
-	info.seq = ++seq_;
-	info.point = s.point;
-	info.engineClass = engineClass;
-	info.engineId = timelines_[engineClass]->engineId;
-	info.stream = this;
-	info.ordinal = ctx_.ordinal();
-	info.ctx = &ctx_;
-	if (info.tsEnd)
-		profileTask(info);
-	tasks_.push_back(std::move(info));
-	if (tasks_.size() > kTaskHistory)
-		tasks_.pop_front();
+	last_[cls] = s.point;
+	lastClass_ = static_cast<int>(cls);
+	for (auto &info : job.tasks) {
+		info.seq = ++seq_;
+		info.point = s.point;
+		info.engineClass = cls;
+		info.engineId = timelines_[cls]->engineId;
+		info.stream = this;
+		info.ordinal = ctx_.ordinal();
+		info.ctx = &ctx_;
+		if (info.tsEnd)
+			profileTask(info);
+		tasks_.push_back(info);
+		if (tasks_.size() > kTaskHistory)
+			tasks_.pop_front();
+	}
+	job.tasks.clear();
+	job.cmds.clear();
+	job.engineClass = -1;
 	return npurtSuccess;
+}
+
+npurtError_t Stream::splitJob(Batch &whole, const char *api)
+{
+	Batch one;
+	npurtError_t first = npurtSuccess;
+	for (auto &t : whole.tasks) {
+		uint32_t begin = t.cmdBegin, end = t.cmdEnd;
+		one.engineClass = whole.engineClass;
+		one.cmds.assign(whole.cmds.begin() + begin, whole.cmds.begin() + end);
+		t.cmdBegin = 0;
+		t.cmdEnd = end - begin;
+		one.tasks.assign(1, t);
+		npurtError_t err = submitJob(one, api, nullptr);
+		// A refused task fails the stream like a faulting one would: the
+		// tasks after it must not run without it.
+		if (err && !failed_)
+			fail(err, npurtGetLastErrorMessage(), true);
+		if (err && first == npurtSuccess)
+			first = err;
+	}
+	whole.tasks.clear();
+	whole.cmds.clear();
+	whole.engineClass = -1;
+	if (first == npurtSuccess)
+		return npurtSuccess;
+	return setError(failed_ ? failed_ : first, std::string(api) + ": " + failMessage_);
+}
+
+npurtError_t Stream::submitNow(uint32_t engineClass, const void *packet, uint32_t size,
+                               TaskInfo &info)
+{
+	if (failed_)
+		return setError(failed_, std::string(info.api) + ": " + failMessage_);
+	if (!batch_.tasks.empty() && batch_.engineClass != static_cast<int>(engineClass))
+		if (npurtError_t err = flushBatch(info.api))
+			return err;
+	append(engineClass, packet, size, info);
+	return flushBatch(info.api);
 }
 
 void Stream::defer(std::function<void()> action)
@@ -426,23 +667,92 @@ void Stream::workerLoop()
 	}
 }
 
-npurtError_t Stream::submit(uint32_t engineClass, std::vector<uint8_t> cmds, TaskInfo info)
+void Stream::flusherLoop()
 {
-	std::unique_lock<std::mutex> lock(mutex_);
-	if ((!deferred_.empty() || workerBusy_) && !tOnWorker) {
-		if (failed_)
-			return setError(failed_, std::string(info.api) + ": " + failMessage_);
-		defer([this, engineClass, cmds = std::move(cmds),
-		       info = std::move(info)]() mutable {
-			std::lock_guard<std::mutex> l(mutex_);
-			if (submitNow(engineClass, cmds, info) && !failed_)
-				fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(), true);
-		});
-		return npurtSuccess;
+	for (;;) {
+		Point ahead;
+		{
+			std::unique_lock<std::mutex> lock(mutex_);
+			flushCv_.wait(lock, [this] { return stopping_ || !batch_.tasks.empty(); });
+			if (stopping_)
+				return;  // the destructor submits what is left
+			if (lastClass_ >= 0)
+				ahead = {timelines_[lastClass_], last_[lastClass_]};
+		}
+		// Bounded, so that a stream being destroyed is not held up.
+		if (ahead && waitPoint(ahead, monotonicNs() + int64_t{20} * 1000000) == -ETIME)
+			continue;
+		std::unique_lock<std::mutex> submitting(submitMutex_);
+		std::unique_lock<std::mutex> lock(mutex_);
+		// Work submitted meanwhile: the batch waits for that too.
+		if (batch_.tasks.empty() ||
+		    (lastClass_ >= 0 &&
+		     (timelines_[lastClass_] != ahead.tl || last_[lastClass_] != ahead.value)))
+			continue;
+		if (flushBatch("submitting batched work", &lock) && !failed_)
+			fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(), true);
+		npurtGetLastError();
 	}
-	npurtError_t err = submitNow(engineClass, cmds, info);
+}
+
+npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t size, TaskInfo info)
+{
+	if (profiling())
+		info.queuedNs = static_cast<uint64_t>(monotonicNs());
 	const char *api = info.api;
-	lock.unlock();
+	{
+		std::unique_lock<std::mutex> lock(mutex_);
+		if (failed_)
+			return setError(failed_, std::string(api) + ": " + failMessage_);
+		if ((!deferred_.empty() || workerBusy_) && !tOnWorker) {
+			const auto *b = static_cast<const uint8_t *>(packet);
+			defer([this, engineClass, cmds = std::vector<uint8_t>(b, b + size),
+			       info]() mutable {
+				std::scoped_lock l(submitMutex_, mutex_);
+				if (submitNow(engineClass, cmds.data(),
+				              static_cast<uint32_t>(cmds.size()), info) &&
+				    !failed_)
+					fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(),
+					     true);
+			});
+			return npurtSuccess;
+		}
+		// Batch only behind running work with nothing to wait for first;
+		// an idle stream starts its task at once.
+		DeviceState state = deviceState();
+		if (state == DeviceState::Failed && batch_.tasks.empty())
+			if (npurtError_t err = checkFailure(api))
+				return err;
+		bool batching = !launchBlocking() && waits_.empty() &&
+		                (batch_.tasks.empty()
+		                         ? state == DeviceState::Busy
+		                         : batch_.engineClass == static_cast<int>(engineClass));
+		if (batching) {
+			append(engineClass, packet, size, info);
+			// Not full, and the work ahead still runs: the flusher or a
+			// later call submits it.
+			if (batch_.cmds.size() < kBatchBytes &&
+			    deviceState() == DeviceState::Busy) {
+				if (batch_.tasks.size() == 1) {
+					if (!flusher_.joinable())
+						flusher_ = std::thread([this] { flusherLoop(); });
+					flushCv_.notify_one();
+				}
+				return npurtSuccess;
+			}
+		}
+		if (batching) {
+			// Submitted below, with the locks taken in order.
+			lock.unlock();
+			std::scoped_lock both(submitMutex_, mutex_);
+			return flushBatch(api);
+		}
+	}
+	npurtError_t err;
+	{
+		std::scoped_lock both(submitMutex_, mutex_);
+		err = submitNow(engineClass, packet, size, info);
+	}
 	if (!err && launchBlocking())
 		return synchronize(-1, api);
 	return err;
@@ -450,7 +760,7 @@ npurtError_t Stream::submit(uint32_t engineClass, std::vector<uint8_t> cmds, Tas
 
 npurtError_t Stream::hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info)
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	std::scoped_lock lock(submitMutex_, mutex_);
 	if (failed_)
 		return setError(failed_, std::string(info.api) + ": " + failMessage_);
 	if (deferred_.empty() && !workerBusy_)
@@ -459,7 +769,9 @@ npurtError_t Stream::hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info
 	defer([this, fn, data] {
 		Point p;
 		{
-			std::lock_guard<std::mutex> l(mutex_);
+			std::scoped_lock l(submitMutex_, mutex_);
+			if (flushBatch("npurtLaunchHostFunc"))
+				npurtGetLastError();  // the failure stops fn just below
 			if (lastClass_ >= 0)
 				p = {timelines_[lastClass_], last_[lastClass_]};
 		}
@@ -503,12 +815,22 @@ npurtError_t Stream::synchronize(int64_t timeoutMs, const char *api)
 	int64_t deadline = deadlineAfter(timeoutMs);
 	if (npurtError_t err = waitIdle(deadline, api))
 		return err;
+	Point p;
 	{
-		std::lock_guard<std::mutex> lock(mutex_);
+		std::scoped_lock lock(submitMutex_, mutex_);
 		if (npurtError_t err = flushWaits(api))
 			return err;
+		// Ended already: known from the completion record.
+		switch (deviceState()) {
+		case DeviceState::Idle:
+			return failed_ ? checkFailure(api) : npurtSuccess;
+		case DeviceState::Failed:
+			return checkFailure(api);
+		default:
+			break;
+		}
+		p = {timelines_[lastClass_], last_[lastClass_]};
 	}
-	Point p = tail();
 	int ret = waitPoint(p, deadline);
 	if (ret == -ETIME)
 		return setError(npurtErrorTimeout,
@@ -518,6 +840,8 @@ npurtError_t Stream::synchronize(int64_t timeoutMs, const char *api)
 		return setError(errorFromErrno(ret),
 		                osMessage(std::string(api) + ": waiting", ret));
 	std::lock_guard<std::mutex> lock(mutex_);
+	if (!failed_ && deviceState() == DeviceState::Idle)
+		return npurtSuccess;
 	return checkFailure(api);
 }
 
@@ -525,12 +849,23 @@ npurtError_t Stream::query(const char *api)
 {
 	if (busy())
 		return npurtErrorNotReady;
+	Point p;
 	{
-		std::lock_guard<std::mutex> lock(mutex_);
+		std::scoped_lock lock(submitMutex_, mutex_);
 		if (npurtError_t err = flushWaits(api))
 			return err;
+		switch (deviceState()) {
+		case DeviceState::Idle:
+			return failed_ ? checkFailure(api) : npurtSuccess;
+		case DeviceState::Failed:
+			return checkFailure(api);
+		case DeviceState::Busy:
+			return failed_ ? checkFailure(api) : npurtErrorNotReady;
+		default:
+			break;
+		}
+		p = {timelines_[lastClass_], last_[lastClass_]};
 	}
-	Point p = tail();
 	int ret = waitPoint(p, 0);
 	std::lock_guard<std::mutex> lock(mutex_);
 	if (npurtError_t err = checkFailure(api))
@@ -561,6 +896,11 @@ npurtError_t Stream::recover(const char *api)
 			return setError(errorFromErrno(ret),
 			                osMessage(std::string(api) + ": queue reset", ret));
 	}
+	// Nothing runs on the queues now: forget the failed jobs' errors.
+	for (uint64_t slot : doneSlot_)
+		if (slot)
+			__atomic_store_n(&reinterpret_cast<drm_npu_queue_completion *>(slot)->error,
+			                 0, __ATOMIC_RELAXED);
 	failed_ = npurtSuccess;
 	failMessage_.clear();
 	return npurtSuccess;
@@ -581,7 +921,7 @@ npurtError_t Stream::staging(PinnedBuffer **bufs, Point **lastUse, const char *a
 
 npurtError_t Stream::record(Event &ev, const char *api)
 {
-	std::unique_lock<std::mutex> lock(mutex_);
+	std::scoped_lock lock(submitMutex_, mutex_);
 	if (failed_)
 		return setError(failed_, std::string(api) + ": " + failMessage_);
 	ev.setPending(this);
@@ -593,21 +933,21 @@ npurtError_t Stream::record(Event &ev, const char *api)
 		}
 		if (ev.timing()) {
 			uint64_t slot = ev.slotFor(ctx_);
-			if (!slot)
+			if (!slot) {
+				ev.resolve({}, &ctx_, 0);
 				return setError(npurtErrorHostMemoryAllocation,
 				                std::string(api) +
 				                        ": no memory for the event's timestamp");
+			}
 			drm_npu_pkt_timestamp t{};
 			t.hdr = {DRM_NPU_PKT_TIMESTAMP, sizeof(t)};
 			t.dst = slot;
-			std::vector<uint8_t> cmds(reinterpret_cast<uint8_t *>(&t),
-			                          reinterpret_cast<uint8_t *>(&t) + sizeof(t));
 			TaskInfo info;
 			info.api = api;
-			info.what = "event timestamp";
+			info.label = "event timestamp";
 			info.op = -3;
 			uint32_t cls = lastClass_ >= 0 ? lastClass_ : DRM_NPU_ENGINE_COPY;
-			if (npurtError_t err = submitNow(cls, cmds, info)) {
+			if (npurtError_t err = submitNow(cls, &t, sizeof(t), info)) {
 				// The event stays usable: as if never recorded.
 				ev.resolve({}, &ctx_, 0);
 				return err;
@@ -623,7 +963,7 @@ npurtError_t Stream::record(Event &ev, const char *api)
 	};
 	if (!deferred_.empty() || workerBusy_) {
 		defer([this, doRecord]() {
-			std::lock_guard<std::mutex> l(mutex_);
+			std::scoped_lock l(submitMutex_, mutex_);
 			if (doRecord())
 				npurtGetLastError();
 		});
@@ -640,9 +980,12 @@ npurtError_t Stream::wait(Event &ev, const char *api)
 	Point p = ev.point(&src, &slot, &evCtx, INT64_MAX);
 	if (!p)
 		return npurtSuccess;  // never recorded, or nothing to wait for
-	std::lock_guard<std::mutex> lock(mutex_);
+	std::scoped_lock lock(submitMutex_, mutex_);
 	if (failed_)
 		return setError(failed_, std::string(api) + ": " + failMessage_);
+	// Batched work came before the wait and must not wait for the event.
+	if (npurtError_t err = flushBatch(api))
+		return err;
 	if (p.tl->file.get() == &ctx_.node()) {
 		waits_.push_back({p.tl->syncobj, p.value, false});
 		return npurtSuccess;

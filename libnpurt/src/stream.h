@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "context.h"
+#include "npu_drm.h"
 #include "npurt/npurt.h"
 
 struct npurtStream_st {};
@@ -39,16 +40,32 @@ struct Point {
 	explicit operator bool() const { return tl && value; }
 };
 
-// What a task was, for fault reports and the profiler.
+// Where an API call came from: a call site given with npurtSetCallSite
+// (interned: the text lives as long as the process), else the caller's
+// return address, resolved with dladdr only when a report needs it.
+struct CallSite {
+	const std::string *text = nullptr;
+	const void *returnAddress = nullptr;
+	std::string str() const;
+};
+
+// What a task was, for fault reports and the profiler. Plain data filled
+// on every enqueue; the text is made only when a report needs it.
 struct TaskInfo {
 	uint64_t seq = 0;  // task number on its stream
 	uint64_t point = 0;  // its point on its timeline
+	uint32_t cmdBegin = 0;  // its packets: [cmdBegin, cmdEnd) of the job
+	uint32_t cmdEnd = 0;
 	uint32_t engineClass = 0;
 	uint32_t engineId = 0;
 	const char *api = "";  // the API call that enqueued it
-	std::string what;  // "copy host->device 4096 bytes"
-	std::string site;  // where the API call came from
+	const char *label = "";  // "copy host (pinned) -> device", "fill", ...
+	CallSite site;  // where the API call came from
 	int op = -1;  // npurtOpKind, or -1 copy, -2 fill, -3 other
+	uint8_t dtype = 0, outDtype = 0;  // ops
+	uint32_t axis = 0;
+	uint64_t m = 0, n = 0, k = 0;  // ops: the shape
+	uint64_t value = 0;  // fills: the byte
 	uint64_t bytes = 0;
 	uint64_t queuedNs = 0;  // host CLOCK_MONOTONIC_RAW at enqueue
 	uint64_t tsStart = 0;  // profiling: timestamp slots, 0 if none
@@ -58,13 +75,20 @@ struct TaskInfo {
 	Context *ctx = nullptr;  // owner of the timestamp slots
 	uint64_t startValue = 0;  // the timestamps, once the slots are gone
 	uint64_t endValue = 0;
+
+	// "copy host (pinned) -> device 4096 bytes", "op gemm f32 64x64x64".
+	std::string what() const;
 };
 
 class Event;
 
+// Names of npurtOpKind and npurtDataType values.
+extern const char *const kOpNames[16];
+extern const char *const kTypeNames[4];
+
 // Where the current API call comes from: set by npurtSetCallSite for the
 // next enqueue, else the caller's return address.
-std::string takeCallSite(void *returnAddress);
+CallSite takeCallSite(void *returnAddress);
 void setCallSite(const char *file, int line, const char *function);
 
 // Every live stream, for the fault monitor.
@@ -82,9 +106,13 @@ public:
 	int priority() const { return priority_; }
 	bool isDefault() const { return isDefault_; }
 
-	// Enqueues a job of packets on the engine class; runs after every
-	// earlier task of the stream.
-	npurtError_t submit(uint32_t engineClass, std::vector<uint8_t> cmds, TaskInfo info);
+	// Enqueues one task (a packet) on the engine class; runs after every
+	// earlier task of the stream. While the stream's device work is still
+	// running, tasks gather into a batch that becomes one job: submitted
+	// when the work ahead of it ends (by the stream's flusher thread), when
+	// it is full, or when anything needs its point (events, waits,
+	// synchronisation). On an idle stream a task is submitted at once.
+	npurtError_t submit(uint32_t engineClass, const void *packet, uint32_t size, TaskInfo info);
 	npurtError_t hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info);
 	npurtError_t record(Event &ev, const char *api);
 	npurtError_t wait(Event &ev, const char *api);
@@ -114,7 +142,8 @@ public:
 	Point tail();
 
 	// The failure message for a fault recorded on tl at error_point.
-	std::string describeTask(const Timeline &tl, uint64_t point);
+	// offset: of the failing packet in the job's command buffer.
+	std::string describeTask(const Timeline &tl, uint64_t point, uint32_t offset);
 
 	// Deferred work (host functions) still queued or running.
 	bool busy();
@@ -129,7 +158,28 @@ public:
 	static bool onWorker();
 
 private:
-	npurtError_t submitNow(uint32_t engineClass, std::vector<uint8_t> &cmds, TaskInfo &info);
+	// Adds a task to batch_ (with its profiling timestamps); submits the
+	// batch. With mutex_ held.
+	void append(uint32_t engineClass, const void *packet, uint32_t size, TaskInfo &info);
+	struct Batch {
+		int engineClass = -1;
+		std::vector<uint8_t> cmds;
+		std::vector<TaskInfo> tasks;
+	};
+	// Submits batch_; with submitMutex_ and mutex_ held (the flusher passes
+	// its lock of mutex_, released during the ioctl).
+	npurtError_t flushBatch(const char *api, std::unique_lock<std::mutex> *unlocked = nullptr);
+	npurtError_t submitJob(Batch &job, const char *api, std::unique_lock<std::mutex> *unlocked);
+	npurtError_t splitJob(Batch &whole, const char *api);
+	void dropJob(Batch &job);
+	npurtError_t submitNow(uint32_t engineClass, const void *packet, uint32_t size,
+	                       TaskInfo &info);
+	// Whether the stream's last submitted job still runs, has ended, or
+	// failed (it or work it depended on), from the completion record the
+	// engine writes: no system call. Unknown without a record.
+	enum class DeviceState { Idle, Busy, Failed, Unknown };
+	DeviceState deviceState() const;
+	void flusherLoop();
 	npurtError_t ensureTimeline(uint32_t engineClass);
 	void defer(std::function<void()> action);
 	void workerLoop();
@@ -144,9 +194,20 @@ private:
 	int priority_;
 	bool isDefault_;
 
+	// Held while a job is submitted, so points are handed out in order
+	// (taken before mutex_). Enqueuing onto a batch needs only mutex_.
+	std::mutex submitMutex_;
 	std::mutex mutex_;  // guards everything below
 	std::shared_ptr<Timeline> timelines_[2];
 	uint64_t last_[2] = {0, 0};
+	// Pinned completion records (drm_npu_queue_completion) of the queues.
+	uint64_t doneSlot_[2] = {0, 0};
+	// Tasks not yet submitted: one job's packets, all of one engine class;
+	// and the batch being submitted.
+	Batch batch_, job_;
+	std::vector<drm_npu_fence> fences_;  // flushBatch's in-fences
+	std::condition_variable flushCv_;  // wakes flusher_: a batch opened
+	std::thread flusher_;
 	int lastClass_ = -1;
 	uint64_t seq_ = 0;
 	struct PendingWait {
@@ -193,6 +254,9 @@ public:
 
 private:
 	unsigned flags_;
+	// Held while a job is submitted, so points are handed out in order
+	// (taken before mutex_). Enqueuing onto a batch needs only mutex_.
+	std::mutex submitMutex_;
 	std::mutex mutex_;  // guards everything below
 	std::condition_variable cv_;
 	bool recorded_ = false;

@@ -309,7 +309,6 @@ static void expect_queue_error_what(struct __test_metadata *_metadata, int fd,
 		TH_LOG("%s: error %s", what, strerror(-st.error));
 	EXPECT_EQ(point, st.error_point) TH_LOG("%s", what);
 	EXPECT_EQ(addr, st.fault_addr) TH_LOG("%s", what);
-	EXPECT_EQ(0U, st.pad);
 }
 
 /* Reset a queue that has nothing in flight, and check it is clean. */
@@ -324,6 +323,7 @@ static void reset_queue(struct __test_metadata *_metadata, int fd,
 	EXPECT_EQ(0, st.error);
 	EXPECT_EQ(0ULL, st.error_point);
 	EXPECT_EQ(0ULL, st.fault_addr);
+	EXPECT_EQ(0U, st.error_offset);
 	EXPECT_EQ(st.submitted, st.completed);
 }
 
@@ -382,7 +382,7 @@ TEST_F(submit, queue_create_all_classes_and_priorities)
 		EXPECT_EQ(0ULL, st.submitted);
 		EXPECT_EQ(0ULL, st.completed);
 		EXPECT_EQ(qs[i].engine_id, st.engine_id);
-		EXPECT_EQ(0U, st.pad);
+		EXPECT_EQ(0U, st.error_offset);
 	}
 	for (i = 0; i < 6; i++)
 		expect_queue_works(_metadata, self->fd, &qs[i], &self->mem[0],
@@ -397,15 +397,23 @@ TEST_F(submit, queue_create_all_classes_and_priorities)
 
 TEST_F(submit, queue_create_bad_args)
 {
-	static const struct {
+	const __u32 wb = DRM_NPU_QUEUE_STATUS_WRITEBACK;
+	const struct {
 		__u32 class, priority, flags;
+		__u64 status_addr;
 	} bad[] = {
-		{ 2, DRM_NPU_PRIORITY_NORMAL, 0 },
-		{ 0xffffffff, DRM_NPU_PRIORITY_NORMAL, 0 },
-		{ DRM_NPU_ENGINE_COPY, 3, 0 },
-		{ DRM_NPU_ENGINE_COMPUTE, 0xffffffff, 0 },
-		{ DRM_NPU_ENGINE_COPY, DRM_NPU_PRIORITY_NORMAL, 1 },
-		{ DRM_NPU_ENGINE_COMPUTE, DRM_NPU_PRIORITY_LOW, 0x80000000 },
+		{ 2, DRM_NPU_PRIORITY_NORMAL, 0, 0 },
+		{ 0xffffffff, DRM_NPU_PRIORITY_NORMAL, 0, 0 },
+		{ DRM_NPU_ENGINE_COPY, 3, 0, 0 },
+		{ DRM_NPU_ENGINE_COMPUTE, 0xffffffff, 0, 0 },
+		{ DRM_NPU_ENGINE_COPY, DRM_NPU_PRIORITY_NORMAL, 2, 0 },
+		{ DRM_NPU_ENGINE_COMPUTE, DRM_NPU_PRIORITY_LOW, 0x80000000, 0 },
+		/* Write-back without an address, misaligned, wrapping. */
+		{ DRM_NPU_ENGINE_COPY, DRM_NPU_PRIORITY_NORMAL, wb, 0 },
+		{ DRM_NPU_ENGINE_COPY, DRM_NPU_PRIORITY_NORMAL, wb, 0x1004 },
+		{ DRM_NPU_ENGINE_COPY, DRM_NPU_PRIORITY_NORMAL, wb, ~7ULL },
+		/* An address without the flag. */
+		{ DRM_NPU_ENGINE_COPY, DRM_NPU_PRIORITY_NORMAL, 0, 0x1000 },
 	};
 	struct drm_npu_queue_create q, ok;
 	struct drm_npu_queue_status st;
@@ -418,10 +426,12 @@ TEST_F(submit, queue_create_bad_args)
 		q.engine_class = bad[i].class;
 		q.priority = bad[i].priority;
 		q.flags = bad[i].flags;
+		q.status_addr = bad[i].status_addr;
 		EXPECT_EQ(-EINVAL, npu_ioctl(self->fd,
 					     DRM_IOCTL_NPU_QUEUE_CREATE, &q))
-			TH_LOG("class %u priority %u flags %#x", bad[i].class,
-			       bad[i].priority, bad[i].flags);
+			TH_LOG("class %u priority %u flags %#x status 0x%llx",
+			       bad[i].class, bad[i].priority, bad[i].flags,
+			       bad[i].status_addr);
 	}
 	/* Nothing was left half-created: ours is the only queue. */
 	for (i = 1, n = 0; i <= 1024; i++)
@@ -491,7 +501,7 @@ TEST_F(submit, queue_status_and_reset_bad_args)
 
 	ASSERT_EQ(0, npu_queue_status(self->fd, self->q.queue_id, &st));
 	EXPECT_EQ(self->q.engine_id, st.engine_id);
-	EXPECT_EQ(0U, st.pad);
+	EXPECT_EQ(0U, st.error_offset);
 	EXPECT_EQ(0ULL, st.error_point);
 	EXPECT_EQ(0ULL, st.fault_addr);
 	queue_works(_metadata, self);
@@ -1914,6 +1924,50 @@ TEST_F(submit, device_faults)
 }
 
 /*
+ * A job of many packets that faults in the middle names the failing
+ * packet by its offset in the command buffer (the runtime batches many
+ * tasks into one job and reports the one that failed); the packets before
+ * it ran and the ones after it did not. A fault in the first packet is at
+ * offset 0.
+ */
+TEST_F(submit, fault_names_packet_offset)
+{
+	const unsigned int before[] = { 0, 1, 5, 40 };
+	__u64 cmds[2048 / 8], point;
+	struct drm_npu_queue_status st;
+	struct npu_cmdbuf cb;
+	unsigned int i, j;
+	__u32 want;
+	int ret;
+
+	if (no_device(self->fd))
+		return;
+	for (i = 0; i < ARRAY_SIZE(before); i++) {
+		memset(cpu(self, 0, 0), 0, 4 * KIB);
+		npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+		for (j = 0; j < before[i]; j++)
+			npu_emit_write_value(&cb, dva(self, 0, 8 * j), j + 1);
+		want = cb.size;
+		npu_emit_fill(&cb, self->hole, 64, 1, 1);
+		npu_emit_write_value(&cb, dva(self, 0, 2 * KIB), 7);
+		ASSERT_FALSE(cb.overflow);
+		ret = run_cmds(self->fd, &self->q, &cb, self->wait_ms, &point);
+		ASSERT_EQ(0, ret) TH_LOG("%u packets first: %s", before[i],
+					 strerror(-ret));
+		ASSERT_EQ(0, npu_queue_status(self->fd, self->q.queue_id, &st));
+		EXPECT_EQ(-EFAULT, st.error);
+		EXPECT_EQ(point, st.error_point);
+		EXPECT_EQ(self->hole, st.fault_addr);
+		EXPECT_EQ(want, st.error_offset)
+			TH_LOG("%u packets before the fault", before[i]);
+		for (j = 0; j < before[i]; j++)
+			EXPECT_EQ(j + 1, get_u64(cpu(self, 0, 8 * j)));
+		EXPECT_EQ(0ULL, get_u64(cpu(self, 0, 2 * KIB)));
+		reset_queue(_metadata, self->fd, self->q.queue_id);
+	}
+}
+
+/*
  * Jobs queued behind a faulting job are cancelled: they complete with
  * -ECANCELED without touching memory, and each job's fence carries its
  * own error.
@@ -1974,6 +2028,104 @@ TEST_F(submit, fault_cancels_later_jobs)
 					  NULL, 0, NULL));
 	reset_queue(_metadata, self->fd, self->q.queue_id);
 	queue_works(_metadata, self);
+}
+
+/* The completion record at @addr: its error and point. */
+static void expect_completion(struct __test_metadata *_metadata, void *addr,
+			      int error, __u64 point, const char *what)
+{
+	const struct drm_npu_queue_completion *rec = addr;
+
+	EXPECT_EQ(error, rec->error) TH_LOG("%s", what);
+	EXPECT_EQ(0U, rec->pad) TH_LOG("%s", what);
+	EXPECT_EQ(point, rec->completed) TH_LOG("%s", what);
+}
+
+/*
+ * A queue created with DRM_NPU_QUEUE_STATUS_WRITEBACK has the engine write
+ * each job's point and error to memory before the job's fence signals: a
+ * good job, a faulting one, a job cancelled behind it, and a good one
+ * after QUEUE_RESET. A record address nothing is mapped at does not stop
+ * the jobs, and a caller passing the first, 24-byte version of the
+ * structure gets a queue without write-back.
+ */
+TEST_F(submit, completion_writeback)
+{
+	__u64 cmds[256 / 8], points[3], flag = dva(self, 0, 64);
+	const __u64 rec = dva(self, 0, 256), one = 1;
+	struct drm_npu_queue_create q, hole_q;
+	struct npu_cmdbuf cb;
+	int i, ret;
+
+	if (no_device(self->fd))
+		return;
+	memset(cpu(self, 0, 0), 0, 4096);
+	memset(&q, 0, sizeof(q));
+	q.engine_class = DRM_NPU_ENGINE_COPY;
+	q.priority = DRM_NPU_PRIORITY_NORMAL;
+	q.flags = DRM_NPU_QUEUE_STATUS_WRITEBACK;
+	q.status_addr = rec;
+	ASSERT_EQ(0, npu_ioctl(self->fd, DRM_IOCTL_NPU_QUEUE_CREATE, &q));
+
+	expect_queue_works(_metadata, self->fd, &q, &self->mem[0], 1024, 7);
+	expect_completion(_metadata, cpu(self, 0, 256), 0, 1, "good job");
+
+	/* A faulting job; its record is written before its fence signals. */
+	npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+	npu_emit_fill(&cb, self->hole, 64, 1, 1);
+	ret = run_cmds(self->fd, &q, &cb, self->wait_ms, &points[0]);
+	ASSERT_EQ(0, ret);
+	expect_completion(_metadata, cpu(self, 0, 256), -EFAULT, points[0],
+			  "faulting job");
+	reset_queue(_metadata, self->fd, q.queue_id);
+
+	/* Two jobs queued before the first faults: the second is cancelled. */
+	for (i = 1; i < 3; i++) {
+		npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+		if (i == 1) {
+			npu_emit_wait_value(&cb, flag, 1, ~0ULL,
+					    DRM_NPU_WAIT_GE);
+			npu_emit_fill(&cb, self->hole, 64, 1, 1);
+		} else {
+			npu_emit_nop(&cb);
+		}
+		ASSERT_EQ(0, npu_submit_cmdbuf(self->fd, q.queue_id, &cb, NULL,
+					       0, &points[i]));
+	}
+	ASSERT_EQ(0, npu_vm_write(self->fd, flag, &one, sizeof(one)));
+	ASSERT_EQ(0, nsub_wait(self->fd, q.syncobj_handle, points[2],
+			       self->wait_ms));
+	expect_completion(_metadata, cpu(self, 0, 256), -ECANCELED,
+			  points[2], "cancelled job");
+	reset_queue(_metadata, self->fd, q.queue_id);
+	expect_queue_works(_metadata, self->fd, &q, &self->mem[0], 1024, 8);
+	expect_completion(_metadata, cpu(self, 0, 256), 0, points[2] + 1,
+			  "good job after the reset");
+	ASSERT_EQ(0, npu_queue_destroy(self->fd, q.queue_id));
+
+	/* The record's address is a hole: jobs still complete. */
+	memset(&hole_q, 0, sizeof(hole_q));
+	hole_q.engine_class = DRM_NPU_ENGINE_COPY;
+	hole_q.flags = DRM_NPU_QUEUE_STATUS_WRITEBACK;
+	hole_q.status_addr = self->hole & ~7ULL;
+	ASSERT_EQ(0, npu_ioctl(self->fd, DRM_IOCTL_NPU_QUEUE_CREATE, &hole_q));
+	expect_queue_works(_metadata, self->fd, &hole_q, &self->mem[0], 1024,
+			   9);
+	ASSERT_EQ(0, npu_queue_destroy(self->fd, hole_q.queue_id));
+
+	/* The first version of the structure: no status_addr. */
+	memset(&q, 0, sizeof(q));
+	q.status_addr = ~0ULL;	/* not passed: the kernel sees zero */
+	ret = npu_ioctl(self->fd,
+			DRM_IOWR(DRM_COMMAND_BASE + DRM_NPU_QUEUE_CREATE,
+				 struct { __u32 w[6]; }), &q);
+	ASSERT_EQ(0, ret) TH_LOG("24-byte QUEUE_CREATE: %s", strerror(-ret));
+	EXPECT_NE(0U, q.queue_id);
+	EXPECT_EQ(~0ULL, q.status_addr);
+	memset(cpu(self, 0, 256), 0, 16);
+	expect_queue_works(_metadata, self->fd, &q, &self->mem[0], 1024, 10);
+	EXPECT_TRUE(npu_all_bytes(cpu(self, 0, 256), 16, 0));
+	ASSERT_EQ(0, npu_queue_destroy(self->fd, q.queue_id));
 }
 
 /*

@@ -362,16 +362,45 @@ enum drm_npu_priority {
 	DRM_NPU_PRIORITY_HIGH = 2,
 };
 
+/* drm_npu_queue_create.flags */
+#define DRM_NPU_QUEUE_STATUS_WRITEBACK	(1 << 0)
+
+/**
+ * struct drm_npu_queue_completion - what the engine writes at
+ * drm_npu_queue_create.status_addr when each job of the queue ends
+ * @error: the job's error (0, or a negative errno as its fence carries:
+ *         -ECANCELED for a job that did not run because of an earlier
+ *         failure); written first.
+ * @pad: zero.
+ * @completed: the job's point; written after @error, before the job's
+ *             fence signals. Points end in order.
+ *
+ * So user space sees that its work has ended, and whether it failed,
+ * without a system call: like a fence value a GPU writes to memory. A
+ * write that faults is dropped (the fence still signals).
+ */
+struct drm_npu_queue_completion {
+	__s32 error;
+	__u32 pad;
+	__u64 completed;
+};
+
 /**
  * struct drm_npu_queue_create - create a queue
  * @engine_class: enum drm_npu_engine_class.
  * @priority: enum drm_npu_priority.
- * @flags: must be zero.
+ * @flags: 0 or DRM_NPU_QUEUE_STATUS_WRITEBACK; other bits are -EINVAL.
  * @queue_id: out: the queue's id in this context (non-zero).
  * @syncobj_handle: out: the queue's timeline syncobj. It belongs to the
  *                  context like any syncobj; destroying it does not
  *                  destroy the queue.
  * @engine_id: out: the engine the queue feeds.
+ * @status_addr: with DRM_NPU_QUEUE_STATUS_WRITEBACK, the device address of
+ *               a struct drm_npu_queue_completion (non-zero, 8-byte
+ *               aligned, not wrapping) the engine updates after each job;
+ *               else zero.
+ *               Added after the first version: a caller passing the
+ *               24-byte structure gets it as zero.
  */
 struct drm_npu_queue_create {
 	__u32 engine_class;
@@ -380,6 +409,7 @@ struct drm_npu_queue_create {
 	__u32 queue_id;
 	__u32 syncobj_handle;
 	__u32 engine_id;
+	__u64 status_addr;
 };
 
 /**
@@ -466,7 +496,9 @@ struct drm_npu_submit {
  * @completed: out: the last point completed; points complete in order,
  *             failed and cancelled ones included.
  * @engine_id: out: the engine the queue feeds.
- * @pad: out: zero.
+ * @error_offset: out: where in that job's command buffer the packet that
+ *                failed starts (0 for a job cancelled or cut off before it
+ *                ran a packet), so one job can carry many tasks.
  */
 struct drm_npu_queue_status {
 	__u32 queue_id;
@@ -478,7 +510,7 @@ struct drm_npu_queue_status {
 	__u64 submitted;
 	__u64 completed;
 	__u32 engine_id;
-	__u32 pad;
+	__u32 error_offset;
 };
 
 /*

@@ -268,6 +268,30 @@ int npu_compute_validate(struct drm_device *drm,
 	}
 }
 
+u64 npu_compute_cost(const struct drm_npu_pkt_op *op)
+{
+	u64 es = npu_ops_dtype_size(op->dtype), cost;
+
+	switch (op->op) {
+	case DRM_NPU_OP_GEMM:
+		if (check_mul_overflow(op->m, op->n, &cost) ||
+		    check_mul_overflow(cost, op->k, &cost))
+			return U64_MAX;
+		return cost;
+	case DRM_NPU_OP_REDUCE_SUM:
+	case DRM_NPU_OP_REDUCE_MAX:
+	case DRM_NPU_OP_TRANSPOSE:
+		if (check_mul_overflow(op->m, op->n, &cost) ||
+		    check_mul_overflow(cost, 2 * es, &cost))
+			return U64_MAX;
+		return cost;
+	default:
+		if (check_mul_overflow(op->n, 3 * es, &cost))
+			return U64_MAX;
+		return cost;
+	}
+}
+
 /* --- execution ----------------------------------------------------- */
 
 /**

@@ -37,6 +37,11 @@ int npu_compute_validate(struct drm_device *drm,
  * -ETIMEDOUT once ktime_get_ns() passes @deadline_ns (checked between
  * chunks and tiles).
  */
+/*
+ * A validated op's cost, roughly in bytes moved (multiply-adds for GEMM):
+ * small ops run at submission on an idle engine. Saturates at U64_MAX.
+ */
+u64 npu_compute_cost(const struct drm_npu_pkt_op *op);
 int npu_compute_run(struct npu_vm *vm, struct npu_compute_scratch *s,
 		    const struct drm_npu_pkt_op *op, u64 deadline_ns,
 		    u64 *fault_addr);

@@ -32,6 +32,7 @@ static void npu_engine_fini(struct npu_engine *engine)
 	drm_sched_fini(&engine->sched);
 	destroy_workqueue(engine->wq);
 	npu_compute_scratch_free(engine->scratch);
+	mutex_destroy(&engine->exec_lock);
 }
 
 static int npu_engine_init(struct npu_device *ndev, struct npu_engine *engine,
@@ -54,11 +55,15 @@ static int npu_engine_init(struct npu_device *ndev, struct npu_engine *engine,
 		 npu_class_names[class], instance);
 	spin_lock_init(&engine->fence_lock);
 	engine->fence_context = dma_fence_context_alloc(1);
+	engine->direct_context = dma_fence_context_alloc(1);
+	mutex_init(&engine->exec_lock);
 
 	if (class == DRM_NPU_ENGINE_COMPUTE) {
 		engine->scratch = npu_compute_scratch_alloc();
-		if (!engine->scratch)
+		if (!engine->scratch) {
+			mutex_destroy(&engine->exec_lock);
 			return -ENOMEM;
+		}
 	}
 	/* In the fence-signalling path: it must make progress under reclaim. */
 	engine->wq = alloc_ordered_workqueue("%s", WQ_MEM_RECLAIM | WQ_HIGHPRI,
@@ -76,6 +81,7 @@ err_wq:
 	destroy_workqueue(engine->wq);
 err_scratch:
 	npu_compute_scratch_free(engine->scratch);
+	mutex_destroy(&engine->exec_lock);
 	return ret;
 }
 

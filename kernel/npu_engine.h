@@ -7,6 +7,7 @@
 #define __NPU_ENGINE_H__
 
 #include <linux/atomic.h>
+#include <linux/mutex.h>
 #include <linux/spinlock.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
@@ -23,7 +24,16 @@ struct npu_compute_scratch;
  * @class: enum drm_npu_engine_class.
  * @name: for fences and logs, e.g. "npu0-copy1".
  * @sched: the scheduler; queues of this engine are its entities.
- * @wq: ordered workqueue: the engine's execution unit.
+ * @wq: ordered workqueue that runs the scheduler's jobs.
+ * @exec_lock: held while a job executes, so the engine runs one at a
+ *             time: by @wq's worker (in the fence-signalling path), or by
+ *             a submitter running a small job directly on the idle engine
+ *             (trylock only). Nothing is allocated and no fence is waited
+ *             for under it.
+ * @inflight: jobs handed to @wq and not yet ended.
+ * @direct_context: dma-fence context of the jobs run at submission.
+ * @direct_seqno: last seqno in @direct_context (under @exec_lock).
+ * @direct_jobs: jobs run at submission.
  * @fence_context: dma-fence context of the hardware fences.
  * @fence_seqno: last hardware fence seqno.
  * @fence_lock: lock of the hardware fences.
@@ -40,6 +50,11 @@ struct npu_engine {
 	char name[24];
 	struct drm_gpu_scheduler sched;
 	struct workqueue_struct *wq;
+	struct mutex exec_lock; /* see @exec_lock above */
+	atomic_t inflight;
+	u64 direct_context;
+	u64 direct_seqno;
+	atomic64_t direct_jobs;
 	u64 fence_context;
 	atomic64_t fence_seqno;
 	spinlock_t fence_lock; /* see @fence_lock above */

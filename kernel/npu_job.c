@@ -235,7 +235,8 @@ static int npu_job_dependency_error(struct npu_job *job)
 {
 	u32 i;
 
-	if (job->base.s_fence->finished.error)
+	/* A job run at submission has no scheduler fence. */
+	if (job->base.s_fence && job->base.s_fence->finished.error)
 		return job->base.s_fence->finished.error;
 	for (i = 0; i < job->in_fence_count; i++) {
 		struct dma_fence *f = dma_fence_chain_contained(job->in_fences[i]);
@@ -253,9 +254,12 @@ static int npu_atomic_take(atomic_t *v)
 	return atomic_add_unless(v, -1, 0);
 }
 
-static void npu_job_work(struct work_struct *work)
+/*
+ * Runs @job on its engine, which the caller owns (@exec_lock held), and
+ * records how it ended. Return: the job's error.
+ */
+static int npu_job_exec_locked(struct npu_job *job)
 {
-	struct npu_job *job = container_of(work, struct npu_job, work);
 	struct npu_engine *engine = job->engine;
 	struct npu_device *ndev = engine->ndev;
 	u64 start = ktime_get_ns();
@@ -266,12 +270,10 @@ static void npu_job_work(struct work_struct *work)
 	u64 deadline = start + (u64)ndev->props.job_timeout_ms * NSEC_PER_MSEC;
 	u64 fault_addr = 0;
 	u32 err_off = 0;
-	bool cookie;
 	u32 latency;
 	int ret;
 
-	cookie = dma_fence_begin_signalling();
-
+	lockdep_assert_held(&engine->exec_lock);
 	/*
 	 * A job whose inputs failed, or whose queue failed before it, ends
 	 * here without running, in queue order like every other job.
@@ -306,12 +308,26 @@ static void npu_job_work(struct work_struct *work)
 	npu_job_retire(job, ret, fault_addr, err_off);
 	atomic64_add(ktime_get_ns() - start, &engine->busy_ns);
 	atomic64_inc(&engine->jobs_done);
+	return ret;
+}
 
+static void npu_job_work(struct work_struct *work)
+{
+	struct npu_job *job = container_of(work, struct npu_job, work);
+	struct npu_engine *engine = job->engine;
+	bool cookie;
+	int ret;
+
+	cookie = dma_fence_begin_signalling();
+	mutex_lock(&engine->exec_lock);
+	ret = npu_job_exec_locked(job);
+	mutex_unlock(&engine->exec_lock);
 	if (ret) {
 		dma_fence_set_error(&job->base.s_fence->finished, ret);
 		dma_fence_set_error(job->hw_fence, ret);
 	}
 	dma_fence_signal(job->hw_fence);
+	atomic_dec(&engine->inflight);
 	dma_fence_end_signalling(cookie);
 	npu_job_put(job);
 }
@@ -326,6 +342,7 @@ static struct dma_fence *npu_run_job(struct drm_sched_job *sched_job)
 		       atomic64_inc_return(&engine->fence_seqno));
 	job->hw_fence_live = true;
 	kref_get(&job->refcount);
+	atomic_inc(&engine->inflight);
 	queue_work(engine->wq, &job->work);
 	return dma_fence_get(job->hw_fence);
 }
@@ -422,12 +439,30 @@ static int npu_validate_packet(struct drm_device *drm,
 	}
 }
 
+/* What running a validated packet costs, for npu_job_run_direct(). */
+static u64 npu_packet_cost(const struct drm_npu_pkt_header *hdr)
+{
+	switch (hdr->opcode) {
+	case DRM_NPU_PKT_COPY:
+		return ((const struct drm_npu_pkt_copy *)hdr)->size;
+	case DRM_NPU_PKT_FILL:
+		return ((const struct drm_npu_pkt_fill *)hdr)->size;
+	case DRM_NPU_PKT_WAIT_VALUE:
+		return U64_MAX;
+	case DRM_NPU_PKT_OP:
+		return npu_compute_cost((const struct drm_npu_pkt_op *)hdr);
+	default:
+		return sizeof(u64);
+	}
+}
+
 static int npu_validate_cmds(struct drm_device *drm, const void *cmds,
-			     u32 size, u32 engine_class)
+			     u32 size, u32 engine_class, u64 *cost)
 {
 	u32 off = 0;
 	int ret;
 
+	*cost = 0;
 	while (off < size) {
 		const struct drm_npu_pkt_header *hdr = cmds + off;
 
@@ -445,6 +480,8 @@ static int npu_validate_cmds(struct drm_device *drm, const void *cmds,
 				hdr->opcode, off);
 			return ret;
 		}
+		if (check_add_overflow(*cost, npu_packet_cost(hdr), cost))
+			*cost = U64_MAX;
 		off += hdr->size;
 	}
 	return 0;
@@ -481,6 +518,67 @@ static int npu_job_get_in_fences(struct drm_file *file, struct npu_job *job,
 		job->in_fence_count++;
 	}
 	return 0;
+}
+
+/*
+ * Jobs up to this cost run at submission when their engine and queue are
+ * idle: about as long as handing them to the engine would take.
+ */
+#define NPU_DIRECT_MAX_COST	SZ_64K
+
+/*
+ * Whether @job can run now, in the submitter's context: small, nothing
+ * ahead of it on its queue or engine, its in-fences signalled without
+ * error, and no fault injection armed (injected faults and latency go
+ * through the engine's worker, as the tests expect).
+ */
+static bool npu_job_may_run_direct(struct npu_job *job)
+{
+	struct npu_device *ndev = job->engine->ndev;
+	struct npu_queue *queue = job->queue;
+	u32 i;
+
+	lockdep_assert_held(&queue->submit_lock);
+	if (job->cost > NPU_DIRECT_MAX_COST ||
+	    atomic_read(&ndev->inject.hang) ||
+	    atomic_read(&ndev->inject.fault) ||
+	    atomic_read(&ndev->inject.latency_us) ||
+	    atomic64_read(&queue->completed) != queue->seqno ||
+	    atomic_read(&job->engine->inflight))
+		return false;
+	for (i = 0; i < job->in_fence_count; i++)
+		if (!dma_fence_is_signaled(job->in_fences[i]))
+			return false;
+	return !npu_job_dependency_error(job);
+}
+
+/*
+ * Runs @job on its idle engine now, with the engine's @exec_lock taken by
+ * the caller (released here), and makes its signalled fence the queue's
+ * next point. The hardware does the same when a doorbell rings on an
+ * idle engine; here it saves the scheduler and worker hand-offs.
+ */
+static void npu_job_run_direct(struct npu_job *job,
+			       struct dma_fence_chain *chain)
+{
+	struct npu_engine *engine = job->engine;
+	struct npu_queue *queue = job->queue;
+	int ret;
+
+	lockdep_assert_held(&queue->submit_lock);
+	lockdep_assert_held(&engine->exec_lock);
+	dma_fence_init(job->hw_fence, &npu_hw_fence_ops, &engine->fence_lock,
+		       engine->direct_context, ++engine->direct_seqno);
+	job->hw_fence_live = true;
+	job->point = ++queue->seqno;
+	ret = npu_job_exec_locked(job);
+	mutex_unlock(&engine->exec_lock);
+	if (ret)
+		dma_fence_set_error(job->hw_fence, ret);
+	dma_fence_signal(job->hw_fence);
+	drm_syncobj_add_point(queue->syncobj, chain, job->hw_fence,
+			      job->point);
+	atomic64_inc(&engine->direct_jobs);
 }
 
 int npu_ioctl_submit(struct drm_device *drm, void *data,
@@ -534,30 +632,39 @@ int npu_ioctl_submit(struct drm_device *drm, void *data,
 		goto err_put;
 	}
 	ret = npu_validate_cmds(drm, job->cmds, job->cmds_size,
-				job->engine->class);
+				job->engine->class, &job->cost);
 	if (ret)
 		goto err_put;
 	ret = npu_job_get_in_fences(file, job, args);
 	if (ret)
 		goto err_put;
 
+	mutex_lock(&queue->submit_lock);
+	if (queue->dead || npu_queue_error(queue)) {
+		mutex_unlock(&queue->submit_lock);
+		drm_dbg(drm, "submit: queue %u has an error\n", queue->id);
+		ret = -EIO;
+		goto err_put;
+	}
+	if (npu_job_may_run_direct(job) &&
+	    mutex_trylock(&job->engine->exec_lock)) {
+		npu_job_run_direct(job, chain);
+		mutex_unlock(&queue->submit_lock);
+		args->point = job->point;
+		npu_job_put(job);
+		return 0;
+	}
+
+	/* Allocates: under submit_lock, which no fence signalling takes. */
 	ret = drm_sched_job_init(&job->base, &queue->entity, nfile);
 	if (ret)
-		goto err_put;
+		goto err_unlock;
 	for (i = 0; i < job->in_fence_count; i++) {
 		/* The scheduler takes its own reference. */
 		ret = drm_sched_job_add_dependency(&job->base,
 						   dma_fence_get(job->in_fences[i]));
 		if (ret)
 			goto err_cleanup;
-	}
-
-	mutex_lock(&queue->submit_lock);
-	if (queue->dead || npu_queue_error(queue)) {
-		mutex_unlock(&queue->submit_lock);
-		drm_dbg(drm, "submit: queue %u has an error\n", queue->id);
-		ret = -EIO;
-		goto err_cleanup;
 	}
 	drm_sched_job_arm(&job->base);
 	job->point = ++queue->seqno;
@@ -572,6 +679,8 @@ int npu_ioctl_submit(struct drm_device *drm, void *data,
 
 err_cleanup:
 	drm_sched_job_cleanup(&job->base);
+err_unlock:
+	mutex_unlock(&queue->submit_lock);
 err_put:
 	dma_fence_chain_free(chain);
 	npu_job_put(job);

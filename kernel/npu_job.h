@@ -31,6 +31,8 @@ struct npu_vm;
  *            initialised by run_job (@hw_fence_live).
  * @hw_fence_live: run_job initialised @hw_fence.
  * @point: the job's point on its queue's timeline.
+ * @cost: its packets' cost estimate (npu_compute_cost() and bytes moved);
+ *        U64_MAX for a job that may wait (WAIT_VALUE).
  * @work: the engine's work item.
  */
 struct npu_job {
@@ -46,6 +48,7 @@ struct npu_job {
 	struct dma_fence *hw_fence;
 	bool hw_fence_live;
 	u64 point;
+	u64 cost;
 	struct work_struct work;
 };
 

@@ -26,6 +26,8 @@ constexpr size_t kTaskHistory = 4096;
 // A batch this large is submitted even while the work ahead of it runs
 // (well under DRM_NPU_MAX_CMDS_SIZE; about 700 ops).
 constexpr size_t kBatchBytes = 64 << 10;
+// Launches closer than this (on the coarse clock: a few ticks) are a burst.
+constexpr int64_t kBurstGapNs = int64_t{10} * 1000000;
 
 std::mutex gHandleMutex;  // guards gStreams, gEvents
 std::set<const npurtStream_st *> gStreams;
@@ -110,6 +112,13 @@ int64_t monotonicNs()
 {
 	timespec ts{};
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+int64_t coarseNs()
+{
+	timespec ts{};
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
@@ -676,7 +685,8 @@ void Stream::flusherLoop()
 			flushCv_.wait(lock, [this] { return stopping_ || !batch_.tasks.empty(); });
 			if (stopping_)
 				return;  // the destructor submits what is left
-			if (lastClass_ >= 0)
+			DeviceState state = deviceState();
+			if (state == DeviceState::Busy || state == DeviceState::Unknown)
 				ahead = {timelines_[lastClass_], last_[lastClass_]};
 		}
 		// Bounded, so that a stream being destroyed is not held up.
@@ -723,16 +733,24 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 		if (state == DeviceState::Failed && batch_.tasks.empty())
 			if (npurtError_t err = checkFailure(api))
 				return err;
+		// A burst: launches following each other with no host wait in
+		// between (and less than a few ms apart) go to the flusher in
+		// batches even when the device keeps up, so the launching thread
+		// makes no system call; the first launch after a wait or a pause
+		// is submitted at once.
+		int64_t now = coarseNs();
+		bool hot = burst_ && now - lastEnqueue_ <= kBurstGapNs;
+		lastEnqueue_ = now;
 		bool batching = !launchBlocking() && waits_.empty() &&
 		                (batch_.tasks.empty()
-		                         ? state == DeviceState::Busy
+		                         ? hot || state == DeviceState::Busy
 		                         : batch_.engineClass == static_cast<int>(engineClass));
 		if (batching) {
 			append(engineClass, packet, size, info);
 			// Not full, and the work ahead still runs: the flusher or a
 			// later call submits it.
 			if (batch_.cmds.size() < kBatchBytes &&
-			    deviceState() == DeviceState::Busy) {
+			    (hot || deviceState() == DeviceState::Busy)) {
 				if (batch_.tasks.size() == 1) {
 					if (!flusher_.joinable())
 						flusher_ = std::thread([this] { flusherLoop(); });
@@ -752,6 +770,7 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 	{
 		std::scoped_lock both(submitMutex_, mutex_);
 		err = submitNow(engineClass, packet, size, info);
+		burst_ = true;
 	}
 	if (!err && launchBlocking())
 		return synchronize(-1, api);
@@ -818,6 +837,7 @@ npurtError_t Stream::synchronize(int64_t timeoutMs, const char *api)
 	Point p;
 	{
 		std::scoped_lock lock(submitMutex_, mutex_);
+		burst_ = false;  // the host waits: the next launch starts at once
 		if (npurtError_t err = flushWaits(api))
 			return err;
 		// Ended already: known from the completion record.
@@ -852,6 +872,7 @@ npurtError_t Stream::query(const char *api)
 	Point p;
 	{
 		std::scoped_lock lock(submitMutex_, mutex_);
+		burst_ = false;
 		if (npurtError_t err = flushWaits(api))
 			return err;
 		switch (deviceState()) {
@@ -901,6 +922,9 @@ npurtError_t Stream::recover(const char *api)
 		if (slot)
 			__atomic_store_n(&reinterpret_cast<drm_npu_queue_completion *>(slot)->error,
 			                 0, __ATOMIC_RELAXED);
+	// Everything submitted has ended: later work must not take the failed
+	// jobs as in-fences (it would be cancelled with their error).
+	lastClass_ = -1;
 	failed_ = npurtSuccess;
 	failMessage_.clear();
 	return npurtSuccess;

@@ -206,6 +206,8 @@ private:
 	// and the batch being submitted.
 	Batch batch_, job_;
 	std::vector<drm_npu_fence> fences_;  // flushBatch's in-fences
+	bool burst_ = false;  // submitted at once, and no host wait since
+	int64_t lastEnqueue_ = 0;  // coarseNs() of the last submit()
 	std::condition_variable flushCv_;  // wakes flusher_: a batch opened
 	std::thread flusher_;
 	int lastClass_ = -1;
@@ -282,6 +284,8 @@ void forgetContextInEvents(Context *ctx);
 int waitPoint(const Point &p, int64_t deadlineNs);
 // CLOCK_MONOTONIC now, and a deadline timeoutMs from now (-1: forever).
 int64_t monotonicNs();
+// CLOCK_MONOTONIC_COARSE: a few ms of resolution, but no clock device read.
+int64_t coarseNs();
 int64_t deadlineAfter(int64_t timeoutMs);
 
 // Synchronous launches for debugging (NPURT_LAUNCH_BLOCKING=1).

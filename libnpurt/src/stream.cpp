@@ -286,7 +286,7 @@ Stream::~Stream()
 		waitPoint(stagingUse_[i], INT64_MAX);
 		ctx_.freePinned(staging_[i]);
 	}
-	// The completion words are written until the last job ends.
+	// The completion records are written until the last job ends.
 	Point last = lastClass_ >= 0 ? Point{timelines_[lastClass_], last_[lastClass_]} : Point{};
 	for (uint64_t slot : doneSlot_)
 		if (slot)
@@ -347,13 +347,12 @@ bool Stream::busy()
 std::string Stream::describeTask(const Timeline &tl, uint64_t point, uint32_t offset)
 {
 	// Tasks batched into one job share its point; the failing packet's
-	// offset tells them apart.
+	// offset tells them apart (else the job's first task is named).
 	const TaskInfo *found = nullptr;
 	for (auto it = tasks_.rbegin(); it != tasks_.rend(); ++it) {
 		if (it->point != point || it->engineClass != tl.engineClass)
 			continue;
-		if (!found || (offset >= it->cmdBegin && offset < it->cmdEnd))
-			found = &*it;
+		found = &*it;
 		if (it->cmdBegin == 0 || (offset >= it->cmdBegin && offset < it->cmdEnd))
 			break;
 	}
@@ -747,23 +746,21 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 		                         : batch_.engineClass == static_cast<int>(engineClass));
 		if (batching) {
 			append(engineClass, packet, size, info);
-			// Not full, and the work ahead still runs: the flusher or a
-			// later call submits it.
-			if (batch_.cmds.size() < kBatchBytes &&
-			    (hot || deviceState() == DeviceState::Busy)) {
-				if (batch_.tasks.size() == 1) {
-					if (!flusher_.joinable())
-						flusher_ = std::thread([this] { flusherLoop(); });
-					flushCv_.notify_one();
-				}
-				return npurtSuccess;
+			// Full, or the work ahead ended meanwhile: submit it now,
+			// with the locks taken in order. Else the flusher or a later
+			// call submits it.
+			if (batch_.cmds.size() >= kBatchBytes ||
+			    (!hot && deviceState() != DeviceState::Busy)) {
+				lock.unlock();
+				std::scoped_lock both(submitMutex_, mutex_);
+				return flushBatch(api);
 			}
-		}
-		if (batching) {
-			// Submitted below, with the locks taken in order.
-			lock.unlock();
-			std::scoped_lock both(submitMutex_, mutex_);
-			return flushBatch(api);
+			if (batch_.tasks.size() == 1) {
+				if (!flusher_.joinable())
+					flusher_ = std::thread([this] { flusherLoop(); });
+				flushCv_.notify_one();
+			}
+			return npurtSuccess;
 		}
 	}
 	npurtError_t err;
@@ -829,6 +826,23 @@ npurtError_t Stream::waitIdle(int64_t deadlineNs, const char *api)
 	return npurtSuccess;
 }
 
+bool Stream::settled(const char *api, npurtError_t *result, Point *p)
+{
+	burst_ = false;  // the host looks: the next launch starts at once
+	if ((*result = flushWaits(api)))
+		return true;
+	DeviceState state = deviceState();
+	if (failed_ || state == DeviceState::Failed) {
+		*result = checkFailure(api);
+		return true;
+	}
+	if (state == DeviceState::Idle)
+		return true;
+	*result = state == DeviceState::Busy ? npurtErrorNotReady : npurtSuccess;
+	*p = {timelines_[lastClass_], last_[lastClass_]};
+	return false;
+}
+
 npurtError_t Stream::synchronize(int64_t timeoutMs, const char *api)
 {
 	int64_t deadline = deadlineAfter(timeoutMs);
@@ -837,19 +851,9 @@ npurtError_t Stream::synchronize(int64_t timeoutMs, const char *api)
 	Point p;
 	{
 		std::scoped_lock lock(submitMutex_, mutex_);
-		burst_ = false;  // the host waits: the next launch starts at once
-		if (npurtError_t err = flushWaits(api))
-			return err;
-		// Ended already: known from the completion record.
-		switch (deviceState()) {
-		case DeviceState::Idle:
-			return failed_ ? checkFailure(api) : npurtSuccess;
-		case DeviceState::Failed:
-			return checkFailure(api);
-		default:
-			break;
-		}
-		p = {timelines_[lastClass_], last_[lastClass_]};
+		npurtError_t result;
+		if (settled(api, &result, &p))
+			return result;
 	}
 	int ret = waitPoint(p, deadline);
 	if (ret == -ETIME)
@@ -872,20 +876,9 @@ npurtError_t Stream::query(const char *api)
 	Point p;
 	{
 		std::scoped_lock lock(submitMutex_, mutex_);
-		burst_ = false;
-		if (npurtError_t err = flushWaits(api))
-			return err;
-		switch (deviceState()) {
-		case DeviceState::Idle:
-			return failed_ ? checkFailure(api) : npurtSuccess;
-		case DeviceState::Failed:
-			return checkFailure(api);
-		case DeviceState::Busy:
-			return failed_ ? checkFailure(api) : npurtErrorNotReady;
-		default:
-			break;
-		}
-		p = {timelines_[lastClass_], last_[lastClass_]};
+		npurtError_t result;
+		if (settled(api, &result, &p) || result == npurtErrorNotReady)
+			return result;
 	}
 	int ret = waitPoint(p, 0);
 	std::lock_guard<std::mutex> lock(mutex_);

@@ -188,6 +188,12 @@ private:
 	// includes them; with mutex_ held.
 	npurtError_t flushWaits(const char *api);
 	npurtError_t waitIdle(int64_t deadlineNs, const char *api);
+	// For synchronize and query, with both locks held: submits what is
+	// pending and reads the completion record. True when that settles it
+	// (*result: success or the failure); else *p is the point to wait for
+	// and *result npurtErrorNotReady if the work is known to run, success
+	// if only the kernel knows.
+	bool settled(const char *api, npurtError_t *result, Point *p);
 
 	Context &ctx_;
 	unsigned flags_;

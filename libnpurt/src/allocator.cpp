@@ -10,6 +10,8 @@
 
 namespace npurt {
 
+std::atomic<uint64_t> gMemoryGeneration{0};
+
 // One range of a segment. The blocks of a segment form a list in address
 // order through prev/next; a whole unsplit segment is one block with neither.
 struct CachingAllocator::Block {
@@ -309,6 +311,7 @@ npurtError_t CachingAllocator::deallocate(uint64_t addr)
 	}
 	Block *b = it->second;
 	live_.erase(it);
+	memoryRetired();
 	stats_.freeCalls++;
 	sub(stats_.allocatedBytes, b->size);
 	sub(stats_.requestedBytes, b->requested);

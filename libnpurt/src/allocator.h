@@ -36,6 +36,7 @@
 // allocator (and must not call back into it).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -47,6 +48,15 @@
 #include "npurt/npurt.h"
 
 namespace npurt {
+
+// Bumped whenever device memory stops being live (a free, a closed IPC
+// mapping, a destroyed context), before its range can be handed out again:
+// per-thread caches of address lookups are valid while it is unchanged.
+extern std::atomic<uint64_t> gMemoryGeneration;
+inline void memoryRetired()
+{
+	gMemoryGeneration.fetch_add(1, std::memory_order_acq_rel);
+}
 
 // What the allocator needs from a device: whole segments of device address
 // space backed by device memory.

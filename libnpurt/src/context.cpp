@@ -300,6 +300,7 @@ npurtError_t Context::ipcClose(uint64_t addr)
 		base = it->first;
 		r = it->second;
 		imports_.erase(it);
+		memoryRetired();
 	}
 	unbind(base, r.size);
 	closeBo(r.handle);

@@ -15,11 +15,12 @@
 #include "stream.h"
 
 namespace npurt {
-namespace {
 
 std::atomic<bool> gProfiling{false};
+
+namespace {
 std::mutex gProfMutex;  // guards gRecords
-std::vector<TaskInfo> gRecords;
+std::vector<ProfiledTask> gRecords;
 
 std::mutex gCbMutex;  // guards gCallback, gUserData, gMonitor, gPending
 npurtErrorCallback_t gCallback = nullptr;
@@ -35,8 +36,9 @@ struct PendingReport {
 };
 std::vector<PendingReport> gPending;
 
-std::string kindOf(const TaskInfo &t)
+std::string kindOf(const ProfiledTask &p)
 {
+	const TaskInfo &t = p.task;
 	if (t.op >= 0 && t.op < 16)
 		return kOpNames[t.op];
 	if (t.op == -1)
@@ -51,14 +53,14 @@ uint64_t stamp(uint64_t slot)
 	return slot ? *reinterpret_cast<volatile uint64_t *>(slot) : 0;
 }
 
-uint64_t startOf(const TaskInfo &t)
+uint64_t startOf(const ProfiledTask &t)
 {
-	return t.tsStart ? stamp(t.tsStart) : t.startValue;
+	return t.task.tsStart ? stamp(t.task.tsStart) : t.startValue;
 }
 
-uint64_t endOf(const TaskInfo &t)
+uint64_t endOf(const ProfiledTask &t)
 {
-	return t.tsEnd ? stamp(t.tsEnd) : t.endValue;
+	return t.task.tsEnd ? stamp(t.task.tsEnd) : t.endValue;
 }
 
 std::string jsonEscape(const std::string &s)
@@ -103,15 +105,10 @@ void monitorLoop()
 
 }  // namespace
 
-bool profiling()
-{
-	return gProfiling.load(std::memory_order_relaxed);
-}
-
-void profileTask(const TaskInfo &info)
+void profileTask(const ProfiledTask &task)
 {
 	std::lock_guard<std::mutex> lock(gProfMutex);
-	gRecords.push_back(info);
+	gRecords.push_back(task);
 }
 
 // A context is going away with its timestamp memory: keep the values its
@@ -122,9 +119,9 @@ void forgetContextInProfiler(Context *ctx)
 	for (auto &r : gRecords) {
 		if (r.ctx != ctx)
 			continue;
-		r.startValue = stamp(r.tsStart);
-		r.endValue = stamp(r.tsEnd);
-		r.tsStart = r.tsEnd = 0;
+		r.startValue = stamp(r.task.tsStart);
+		r.endValue = stamp(r.task.tsEnd);
+		r.task.tsStart = r.task.tsEnd = 0;
 		r.ctx = nullptr;
 	}
 }
@@ -141,7 +138,7 @@ void notifyError(Stream *s, npurtError_t code, const std::string &message)
 }  // namespace npurt
 
 using npurt::gRecords;
-using npurt::TaskInfo;
+using npurt::ProfiledTask;
 
 extern "C" {
 
@@ -178,8 +175,8 @@ npurtError_t npurtProfilerStart(void)
 	// The previous session's timestamp slots go back to their contexts.
 	for (auto &r : gRecords) {
 		if (r.ctx) {
-			r.ctx->freeTimestampSlot(r.tsStart);
-			r.ctx->freeTimestampSlot(r.tsEnd);
+			r.ctx->freeTimestampSlot(r.task.tsStart);
+			r.ctx->freeTimestampSlot(r.task.tsEnd);
 		}
 	}
 	gRecords.clear();
@@ -198,7 +195,7 @@ npurtError_t npurtProfilerExportTrace(const char *path)
 	if (!path)
 		return npurt::setError(npurtErrorInvalidValue,
 		                       "npurtProfilerExportTrace: path is NULL");
-	std::vector<TaskInfo> records;
+	std::vector<ProfiledTask> records;
 	{
 		std::lock_guard<std::mutex> lock(npurt::gProfMutex);
 		records = gRecords;
@@ -237,9 +234,10 @@ npurtError_t npurtProfilerExportTrace(const char *path)
 		        "%u, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"stream\": \"%p\", \"task\": "
 		        "%" PRIu64 ", \"api\": \"%s\", \"bytes\": %" PRIu64
 		        ", \"queued_host_ns\": %" PRIu64 ", \"site\": \"%s\"}}",
-		        sep, npurt::jsonEscape(t.what()).c_str(), npurt::kindOf(t).c_str(),
-		        t.ordinal, t.engineId, a / 1000.0, (b - a) / 1000.0, t.stream, t.seq, t.api,
-		        t.bytes, t.queuedNs, npurt::jsonEscape(t.site.str()).c_str());
+		        sep, npurt::jsonEscape(t.task.what()).c_str(), npurt::kindOf(t).c_str(),
+		        t.ordinal, t.engineId, a / 1000.0, (b - a) / 1000.0, t.stream, t.seq,
+		        t.task.api, t.task.bytes, t.task.queuedNs,
+		        npurt::jsonEscape(t.task.site.str()).c_str());
 		sep = ",\n";
 	}
 	std::fprintf(f, "\n]}\n");
@@ -253,7 +251,7 @@ npurtError_t npurtProfilerExportTrace(const char *path)
 npurtError_t npurtProfilerSummary(char *buf, size_t size, size_t *needed)
 {
 	try {
-		std::vector<TaskInfo> records;
+		std::vector<ProfiledTask> records;
 		{
 			std::lock_guard<std::mutex> lock(npurt::gProfMutex);
 			records = gRecords;
@@ -276,7 +274,7 @@ npurtError_t npurtProfilerSummary(char *buf, size_t size, size_t *needed)
 			                 &byEngine[{t.ordinal, t.engineId}]}) {
 				acc->count++;
 				acc->ns += b - a;
-				acc->bytes += t.bytes;
+				acc->bytes += t.task.bytes;
 			}
 		}
 		std::string out;

@@ -324,6 +324,7 @@ npurtError_t Runtime::destroyContext(Context *ctx)
 			if (p == ctx)
 				p = nullptr;
 		contexts_.erase(ctx);
+		memoryRetired();
 		// Host ranges of the context die with it.
 		for (auto it = hostRanges_.begin(); it != hostRanges_.end();) {
 			if (it->second.ctx != ctx) {
@@ -345,6 +346,29 @@ npurtError_t Runtime::destroyContext(Context *ctx)
 }
 
 Context *Runtime::findDeviceMemory(uint64_t addr, Context *hint, uint64_t *base, size_t *size)
+{
+	// Launch loops name the same buffers over and over: the last hit of
+	// the thread answers until some memory is retired.
+	struct LastHit {
+		uint64_t generation = UINT64_MAX;
+		uint64_t base = 0;
+		size_t size = 0;
+		Context *ctx = nullptr;
+	};
+	thread_local LastHit last;
+	uint64_t generation = gMemoryGeneration.load(std::memory_order_acquire);
+	if (last.generation == generation && addr - last.base < last.size) {
+		*base = last.base;
+		*size = last.size;
+		return last.ctx;
+	}
+	Context *found = findDeviceMemorySlow(addr, hint, base, size);
+	if (found)
+		last = {generation, *base, *size, found};
+	return found;
+}
+
+Context *Runtime::findDeviceMemorySlow(uint64_t addr, Context *hint, uint64_t *base, size_t *size)
 {
 	int ordinal = deviceOfAddress(addr);
 	if (ordinal < 0)

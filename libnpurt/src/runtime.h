@@ -63,6 +63,7 @@ public:
 	// The context holding device memory at addr, preferring `hint`; with
 	// the range's base and size. Null if addr is not device memory.
 	Context *findDeviceMemory(uint64_t addr, Context *hint, uint64_t *base, size_t *size);
+	Context *findDeviceMemorySlow(uint64_t addr, Context *hint, uint64_t *base, size_t *size);
 
 	// Pinned and registered host ranges.
 	struct HostRange {

@@ -1,6 +1,7 @@
 #include "stream.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -21,17 +22,26 @@
 namespace npurt {
 namespace {
 
-// Fault reports look tasks up by point; older ones are forgotten.
-constexpr size_t kTaskHistory = 4096;
 // A batch this large is submitted even while the work ahead of it runs
-// (well under DRM_NPU_MAX_CMDS_SIZE; about 700 ops).
+// (well under DRM_NPU_MAX_CMDS_SIZE; about 700 ops), and so is one of this
+// many tasks (half the task history, so a failing job's tasks are still
+// on record when the failure is seen).
 constexpr size_t kBatchBytes = 64 << 10;
+constexpr size_t kBatchTasks = 1024;
 // Launches closer than this (on the coarse clock: a few ticks) are a burst.
 constexpr int64_t kBurstGapNs = int64_t{10} * 1000000;
+// A burst's batch gathers this long on an idle device before the flusher
+// submits it: one SUBMIT (and one flusher wakeup) per that many launches,
+// not per launch. Work ahead that ends, a full batch, or anything that
+// needs the batch's point submits it sooner.
+constexpr auto kGather = std::chrono::microseconds(100);
 
 std::mutex gHandleMutex;  // guards gStreams, gEvents
 std::set<const npurtStream_st *> gStreams;
 std::set<const npurtEvent_st *> gEvents;
+// Bumped when a stream is destroyed: invalidates the threads' cached
+// handle checks (resolveStream).
+std::atomic<uint64_t> gStreamGeneration{0};
 
 // The call site given by npurtSetCallSite for the next enqueue, and the
 // last one given: loops name the same site on every call.
@@ -348,17 +358,10 @@ std::string Stream::describeTask(const Timeline &tl, uint64_t point, uint32_t of
 {
 	// Tasks batched into one job share its point; the failing packet's
 	// offset tells them apart (else the job's first task is named).
-	const TaskInfo *found = nullptr;
-	for (auto it = tasks_.rbegin(); it != tasks_.rend(); ++it) {
-		if (it->point != point || it->engineClass != tl.engineClass)
-			continue;
-		found = &*it;
-		if (it->cmdBegin == 0 || (offset >= it->cmdBegin && offset < it->cmdEnd))
-			break;
-	}
-	if (found)
-		return "task " + std::to_string(found->seq) + " (" + found->what() +
-		       "), enqueued by " + found->api + " from " + found->site.str();
+	uint64_t seq = 0;
+	if (const TaskInfo *t = findTask(tl.engineClass, point, offset, &seq))
+		return "task " + std::to_string(seq) + " (" + t->what() + "), enqueued by " +
+		       t->api + " from " + t->site.str();
 	return "the task at point " + std::to_string(point) + " of its queue (no longer on record)";
 }
 
@@ -396,10 +399,7 @@ npurtError_t Stream::checkFailure(const char *api)
 		if (qs.state != DRM_NPU_QUEUE_ERROR)
 			continue;
 		uint64_t seq = UINT64_MAX - 1;
-		for (const auto &task : tasks_)
-			if (task.point == qs.error_point && task.engineClass == t->engineClass &&
-			    seq == UINT64_MAX - 1)
-				seq = task.seq;
+		findTask(t->engineClass, qs.error_point, qs.error_offset, &seq);
 		if (seq < firstSeq || !failedTl) {
 			firstSeq = seq;
 			failedTl = t.get();
@@ -461,36 +461,44 @@ Stream::DeviceState Stream::deviceState() const
 	                                                      : DeviceState::Idle;
 }
 
-void Stream::append(uint32_t engineClass, const void *packet, uint32_t size, TaskInfo &info)
+void Stream::append(uint32_t engineClass, const void *packet, uint32_t size, const TaskInfo &info)
 {
 	auto put = [this](const void *p, size_t n) {
-		const auto *b = static_cast<const uint8_t *>(p);
-		batch_.cmds.insert(batch_.cmds.end(), b, b + n);
+		size_t at = batch_.cmds.size();
+		batch_.cmds.resize(at + n);
+		std::memcpy(batch_.cmds.data() + at, p, n);
 	};
 	batch_.engineClass = static_cast<int>(engineClass);
-	// Profiling brackets the task with two device timestamps.
-	drm_npu_pkt_timestamp t{};
-	t.hdr = {DRM_NPU_PKT_TIMESTAMP, sizeof(t)};
-	if (profiling()) {
-		info.tsStart = ctx_.allocTimestampSlot();
-		info.tsEnd = info.tsStart ? ctx_.allocTimestampSlot() : 0;
-		if (!info.tsEnd) {
-			ctx_.freeTimestampSlot(info.tsStart);
-			info.tsStart = 0;
-		}
+	batch_.tasks.push_back(info);
+	TaskInfo &t = batch_.tasks.back();
+	t.cmdBegin = static_cast<uint32_t>(batch_.cmds.size());
+	if (!profiling()) {
+		put(packet, size);
+		t.cmdEnd = static_cast<uint32_t>(batch_.cmds.size());
+		return;
 	}
-	info.cmdBegin = static_cast<uint32_t>(batch_.cmds.size());
-	if (info.tsEnd) {
-		t.dst = info.tsStart;
-		put(&t, sizeof(t));
+	// Profiling brackets the task with two device timestamps.
+	if (!t.queuedNs)
+		t.queuedNs = static_cast<uint64_t>(monotonicNs());
+	t.tsStart = ctx_.allocTimestampSlot();
+	t.tsEnd = t.tsStart ? ctx_.allocTimestampSlot() : 0;
+	if (!t.tsEnd) {
+		ctx_.freeTimestampSlot(t.tsStart);
+		t.tsStart = 0;
+	}
+	drm_npu_pkt_timestamp ts{};
+	ts.hdr = {DRM_NPU_PKT_TIMESTAMP, sizeof(ts)};
+	if (t.tsEnd) {
+		ts.dst = t.tsStart;
+		put(&ts, sizeof(ts));
+		batch_.profiled = true;
 	}
 	put(packet, size);
-	if (info.tsEnd) {
-		t.dst = info.tsEnd;
-		put(&t, sizeof(t));
+	if (t.tsEnd) {
+		ts.dst = t.tsEnd;
+		put(&ts, sizeof(ts));
 	}
-	info.cmdEnd = static_cast<uint32_t>(batch_.cmds.size());
-	batch_.tasks.push_back(info);
+	t.cmdEnd = static_cast<uint32_t>(batch_.cmds.size());
 }
 
 void Stream::dropJob(Batch &job)
@@ -502,6 +510,34 @@ void Stream::dropJob(Batch &job)
 	job.tasks.clear();
 	job.cmds.clear();
 	job.engineClass = -1;
+	job.profiled = false;
+}
+
+const TaskInfo *Stream::findTask(uint32_t engineClass, uint64_t point, uint32_t offset,
+                                 uint64_t *seq) const
+{
+	if (history_.empty())
+		return nullptr;
+	const TaskInfo *found = nullptr;
+	bool exact = false;
+	// A job's tasks have consecutive numbers: scan back from the newest.
+	uint64_t oldest = seq_ > kTaskHistory ? seq_ - kTaskHistory + 1 : 1;
+	for (uint64_t n = seq_; n >= oldest && n; n--) {
+		const TaskRecord &r = history_[n % kTaskHistory];
+		if (r.point != point || r.engineClass != engineClass) {
+			if (found)
+				break;
+			continue;
+		}
+		if (!exact) {
+			found = &r.task;
+			*seq = n;
+			exact = offset >= r.task.cmdBegin && offset < r.task.cmdEnd;
+		}
+		if (r.task.cmdBegin == 0)
+			break;  // the job's first task
+	}
+	return found;
 }
 
 npurtError_t Stream::flushBatch(const char *api, std::unique_lock<std::mutex> *unlocked)
@@ -571,23 +607,27 @@ npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std
 
 	last_[cls] = s.point;
 	lastClass_ = static_cast<int>(cls);
-	for (auto &info : job.tasks) {
-		info.seq = ++seq_;
-		info.point = s.point;
-		info.engineClass = cls;
-		info.engineId = timelines_[cls]->engineId;
-		info.stream = this;
-		info.ordinal = ctx_.ordinal();
-		info.ctx = &ctx_;
-		if (info.tsEnd)
-			profileTask(info);
-		tasks_.push_back(info);
-		if (tasks_.size() > kTaskHistory)
-			tasks_.pop_front();
+	if (history_.empty())
+		history_.resize(kTaskHistory);
+	for (const auto &info : job.tasks) {
+		uint64_t seq = ++seq_;
+		history_[seq % kTaskHistory] = {info, s.point, cls};
+		if (!job.profiled || !info.tsEnd)
+			continue;
+		ProfiledTask pt;
+		pt.task = info;
+		pt.seq = seq;
+		pt.engineClass = cls;
+		pt.engineId = timelines_[cls]->engineId;
+		pt.stream = this;
+		pt.ordinal = ctx_.ordinal();
+		pt.ctx = &ctx_;
+		profileTask(pt);
 	}
 	job.tasks.clear();
 	job.cmds.clear();
 	job.engineClass = -1;
+	job.profiled = false;
 	return npurtSuccess;
 }
 
@@ -619,7 +659,7 @@ npurtError_t Stream::splitJob(Batch &whole, const char *api)
 }
 
 npurtError_t Stream::submitNow(uint32_t engineClass, const void *packet, uint32_t size,
-                               TaskInfo &info)
+                               const TaskInfo &info)
 {
 	if (failed_)
 		return setError(failed_, std::string(info.api) + ": " + failMessage_);
@@ -659,6 +699,7 @@ bool Stream::deferIfBusy(std::function<void()> action)
 void Stream::workerLoop()
 {
 	tOnWorker = true;
+	pthread_setname_np(pthread_self(), "npurt-hostfn");
 	std::unique_lock<std::mutex> lock(mutex_);
 	for (;;) {
 		cv_.wait(lock, [this] { return stopping_ || !deferred_.empty(); });
@@ -677,26 +718,36 @@ void Stream::workerLoop()
 
 void Stream::flusherLoop()
 {
+	pthread_setname_np(pthread_self(), "npurt-flush");
 	for (;;) {
 		Point ahead;
+		int cls = -1;
+		uint64_t seen = 0;  // the stream's last point when the batch was looked at
 		{
 			std::unique_lock<std::mutex> lock(mutex_);
 			flushCv_.wait(lock, [this] { return stopping_ || !batch_.tasks.empty(); });
 			if (stopping_)
 				return;  // the destructor submits what is left
+			cls = lastClass_;
+			seen = cls >= 0 ? last_[cls] : 0;
 			DeviceState state = deviceState();
-			if (state == DeviceState::Busy || state == DeviceState::Unknown)
-				ahead = {timelines_[lastClass_], last_[lastClass_]};
+			if (state == DeviceState::Busy || state == DeviceState::Unknown) {
+				ahead = {timelines_[cls], seen};
+			} else if (gather_) {
+				auto until = std::chrono::steady_clock::now() + kGather;
+				flushCv_.wait_until(lock, until, [this] { return stopping_; });
+				if (stopping_)
+					return;
+			}
 		}
 		// Bounded, so that a stream being destroyed is not held up.
 		if (ahead && waitPoint(ahead, monotonicNs() + int64_t{20} * 1000000) == -ETIME)
 			continue;
 		std::unique_lock<std::mutex> submitting(submitMutex_);
 		std::unique_lock<std::mutex> lock(mutex_);
-		// Work submitted meanwhile: the batch waits for that too.
-		if (batch_.tasks.empty() ||
-		    (lastClass_ >= 0 &&
-		     (timelines_[lastClass_] != ahead.tl || last_[lastClass_] != ahead.value)))
+		// Submitted meanwhile (a full batch, a synchronize): the batch now
+		// has that to wait for, or is gone.
+		if (batch_.tasks.empty() || lastClass_ != cls || (cls >= 0 && last_[cls] != seen))
 			continue;
 		if (flushBatch("submitting batched work", &lock) && !failed_)
 			fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(), true);
@@ -704,10 +755,9 @@ void Stream::flusherLoop()
 	}
 }
 
-npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t size, TaskInfo info)
+npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t size,
+                           const TaskInfo &info)
 {
-	if (profiling())
-		info.queuedNs = static_cast<uint64_t>(monotonicNs());
 	const char *api = info.api;
 	{
 		std::unique_lock<std::mutex> lock(mutex_);
@@ -715,11 +765,14 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 			return setError(failed_, std::string(api) + ": " + failMessage_);
 		if ((!deferred_.empty() || workerBusy_) && !tOnWorker) {
 			const auto *b = static_cast<const uint8_t *>(packet);
+			TaskInfo later = info;
+			if (profiling())
+				later.queuedNs = static_cast<uint64_t>(monotonicNs());
 			defer([this, engineClass, cmds = std::vector<uint8_t>(b, b + size),
-			       info]() mutable {
+			       later]() {
 				std::scoped_lock l(submitMutex_, mutex_);
 				if (submitNow(engineClass, cmds.data(),
-				              static_cast<uint32_t>(cmds.size()), info) &&
+				              static_cast<uint32_t>(cmds.size()), later) &&
 				    !failed_)
 					fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(),
 					     true);
@@ -737,20 +790,28 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 		// batches even when the device keeps up, so the launching thread
 		// makes no system call; the first launch after a wait or a pause
 		// is submitted at once.
-		int64_t now = coarseNs();
-		bool hot = burst_ && now - lastEnqueue_ <= kBurstGapNs;
-		lastEnqueue_ = now;
+		// The gap is measured from the last launch that opened a batch
+		// or was submitted at once: launches onto an open batch need no
+		// clock.
+		bool open = !batch_.tasks.empty();
+		bool hot = false;
+		if (!open) {
+			int64_t now = coarseNs();
+			hot = burst_ && now - lastEnqueue_ <= kBurstGapNs;
+			lastEnqueue_ = now;
+		}
 		bool batching = !launchBlocking() && waits_.empty() &&
-		                (batch_.tasks.empty()
-		                         ? hot || state == DeviceState::Busy
-		                         : batch_.engineClass == static_cast<int>(engineClass));
+		                (open ? batch_.engineClass == static_cast<int>(engineClass)
+		                      : hot || state == DeviceState::Busy);
 		if (batching) {
+			if (!open)
+				gather_ = state != DeviceState::Busy;
 			append(engineClass, packet, size, info);
 			// Full, or the work ahead ended meanwhile: submit it now,
 			// with the locks taken in order. Else the flusher or a later
 			// call submits it.
-			if (batch_.cmds.size() >= kBatchBytes ||
-			    (!hot && deviceState() != DeviceState::Busy)) {
+			if (batch_.cmds.size() >= kBatchBytes || batch_.tasks.size() >= kBatchTasks ||
+			    (!gather_ && deviceState() != DeviceState::Busy)) {
 				lock.unlock();
 				std::scoped_lock both(submitMutex_, mutex_);
 				return flushBatch(api);
@@ -1178,6 +1239,7 @@ void destroyStreamForContext(Stream *s)
 	{
 		std::lock_guard<std::mutex> lock(gHandleMutex);
 		gStreams.erase(s);
+		gStreamGeneration.fetch_add(1, std::memory_order_acq_rel);
 	}
 	s->ctx().removeStream(s);
 	delete s;
@@ -1193,8 +1255,22 @@ npurtError_t resolveStream(npurtStream_t handle, Stream **out, const char *api)
 		*out = c->defaultStream(&err);
 		return err;
 	}
+	// Launch loops name the same stream over and over: the thread's last
+	// validated handle answers until some stream is destroyed.
+	struct LastStream {
+		uint64_t generation = UINT64_MAX;
+		npurtStream_t handle = nullptr;
+	};
+	thread_local LastStream last;
+	uint64_t generation = gStreamGeneration.load(std::memory_order_acquire);
+	if (last.handle == handle && last.generation == generation) {
+		*out = static_cast<Stream *>(handle);
+		return npurtSuccess;
+	}
 	std::lock_guard<std::mutex> lock(gHandleMutex);
-	if (!gStreams.count(handle))
+	if (gStreams.count(handle))
+		last = {generation, handle};
+	else
 		return setError(npurtErrorInvalidHandle,
 		                std::string(api) + ": stream " +
 		                        hex(reinterpret_cast<uint64_t>(handle)) +

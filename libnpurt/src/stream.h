@@ -1,6 +1,7 @@
 // Streams and events: ordered device work, its completion and its faults.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -52,32 +53,36 @@ struct CallSite {
 // What a task was, for fault reports and the profiler. Plain data filled
 // on every enqueue; the text is made only when a report needs it.
 struct TaskInfo {
-	uint64_t seq = 0;  // task number on its stream
-	uint64_t point = 0;  // its point on its timeline
-	uint32_t cmdBegin = 0;  // its packets: [cmdBegin, cmdEnd) of the job
-	uint32_t cmdEnd = 0;
-	uint32_t engineClass = 0;
-	uint32_t engineId = 0;
 	const char *api = "";  // the API call that enqueued it
 	const char *label = "";  // "copy host (pinned) -> device", "fill", ...
 	CallSite site;  // where the API call came from
-	int op = -1;  // npurtOpKind, or -1 copy, -2 fill, -3 other
-	uint8_t dtype = 0, outDtype = 0;  // ops
-	uint32_t axis = 0;
 	uint64_t m = 0, n = 0, k = 0;  // ops: the shape
 	uint64_t value = 0;  // fills: the byte
 	uint64_t bytes = 0;
-	uint64_t queuedNs = 0;  // host CLOCK_MONOTONIC_RAW at enqueue
+	uint64_t queuedNs = 0;  // profiling: host CLOCK_MONOTONIC at enqueue
 	uint64_t tsStart = 0;  // profiling: timestamp slots, 0 if none
 	uint64_t tsEnd = 0;
+	uint32_t cmdBegin = 0;  // its packets: [cmdBegin, cmdEnd) of the job
+	uint32_t cmdEnd = 0;
+	uint32_t axis = 0;
+	int16_t op = -1;  // npurtOpKind, or -1 copy, -2 fill, -3 other
+	uint8_t dtype = 0, outDtype = 0;  // ops
+
+	// "copy host (pinned) -> device 4096 bytes", "op gemm f32 64x64x64".
+	std::string what() const;
+};
+
+// A task as the profiler keeps it: with where and when it ran.
+struct ProfiledTask {
+	TaskInfo task;
+	uint64_t seq = 0;  // task number on its stream
+	uint32_t engineClass = 0;
+	uint32_t engineId = 0;
 	const void *stream = nullptr;
 	int ordinal = 0;
 	Context *ctx = nullptr;  // owner of the timestamp slots
 	uint64_t startValue = 0;  // the timestamps, once the slots are gone
 	uint64_t endValue = 0;
-
-	// "copy host (pinned) -> device 4096 bytes", "op gemm f32 64x64x64".
-	std::string what() const;
 };
 
 class Event;
@@ -112,7 +117,8 @@ public:
 	// when the work ahead of it ends (by the stream's flusher thread), when
 	// it is full, or when anything needs its point (events, waits,
 	// synchronisation). On an idle stream a task is submitted at once.
-	npurtError_t submit(uint32_t engineClass, const void *packet, uint32_t size, TaskInfo info);
+	npurtError_t submit(uint32_t engineClass, const void *packet, uint32_t size,
+	                    const TaskInfo &info);
 	npurtError_t hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info);
 	npurtError_t record(Event &ev, const char *api);
 	npurtError_t wait(Event &ev, const char *api);
@@ -160,12 +166,25 @@ public:
 private:
 	// Adds a task to batch_ (with its profiling timestamps); submits the
 	// batch. With mutex_ held.
-	void append(uint32_t engineClass, const void *packet, uint32_t size, TaskInfo &info);
+	void append(uint32_t engineClass, const void *packet, uint32_t size, const TaskInfo &info);
 	struct Batch {
 		int engineClass = -1;
+		bool profiled = false;  // some task has timestamps
 		std::vector<uint8_t> cmds;
 		std::vector<TaskInfo> tasks;
 	};
+	// The submitted task number seq (from 1) and the point of its job, in
+	// history_[seq % kTaskHistory] while it is among the last ones.
+	struct TaskRecord {
+		TaskInfo task;
+		uint64_t point;
+		uint32_t engineClass;
+	};
+	static constexpr size_t kTaskHistory = 2048;
+	// The task whose packets hold offset in the job at point (else the
+	// job's first task); null if no longer on record.
+	const TaskInfo *findTask(uint32_t engineClass, uint64_t point, uint32_t offset,
+	                         uint64_t *seq) const;
 	// Submits batch_; with submitMutex_ and mutex_ held (the flusher passes
 	// its lock of mutex_, released during the ioctl).
 	npurtError_t flushBatch(const char *api, std::unique_lock<std::mutex> *unlocked = nullptr);
@@ -173,7 +192,7 @@ private:
 	npurtError_t splitJob(Batch &whole, const char *api);
 	void dropJob(Batch &job);
 	npurtError_t submitNow(uint32_t engineClass, const void *packet, uint32_t size,
-	                       TaskInfo &info);
+	                       const TaskInfo &info);
 	// Whether the stream's last submitted job still runs, has ended, or
 	// failed (it or work it depended on), from the completion record the
 	// engine writes: no system call. Unknown without a record.
@@ -213,7 +232,8 @@ private:
 	Batch batch_, job_;
 	std::vector<drm_npu_fence> fences_;  // flushBatch's in-fences
 	bool burst_ = false;  // submitted at once, and no host wait since
-	int64_t lastEnqueue_ = 0;  // coarseNs() of the last submit()
+	bool gather_ = false;  // batch_ opened by a burst on an idle device
+	int64_t lastEnqueue_ = 0;  // coarseNs() of the last launch that opened a batch or was submitted
 	std::condition_variable flushCv_;  // wakes flusher_: a batch opened
 	std::thread flusher_;
 	int lastClass_ = -1;
@@ -224,7 +244,7 @@ private:
 		bool temporary;  // a syncobj imported for this wait, destroyed after
 	};
 	std::vector<PendingWait> waits_;
-	std::deque<TaskInfo> tasks_;  // recent tasks, for fault reports
+	std::vector<TaskRecord> history_;  // for fault reports; see TaskRecord
 	npurtError_t failed_ = npurtSuccess;
 	std::string failMessage_;
 
@@ -298,8 +318,12 @@ int64_t deadlineAfter(int64_t timeoutMs);
 bool launchBlocking();
 
 // Profiler hooks.
-bool profiling();
-void profileTask(const TaskInfo &info);
+extern std::atomic<bool> gProfiling;
+inline bool profiling()
+{
+	return gProfiling.load(std::memory_order_relaxed);
+}
+void profileTask(const ProfiledTask &task);
 void forgetContextInProfiler(Context *ctx);
 
 // The error callback, called when a stream's failure is first observed.

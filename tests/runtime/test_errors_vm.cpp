@@ -462,6 +462,40 @@ TEST_F(StreamFaults, FaultIsReportedCancelsLaterWorkAndRecovers)
 	EXPECT_EQ(npurtStreamRecover(other), npurtSuccess);
 }
 
+// Tasks enqueued while the stream's device work runs share one job; a
+// fault in the middle of it names the task that faulted, not the job's
+// first.
+TEST_F(StreamFaults, FaultInsideABatchNamesItsTask)
+{
+	const size_t n = 64 << 10;
+	npurtStream_t s = stream();
+	unsigned char *d = deviceAlloc(n, 0x11);
+	void *h = nullptr;
+	ASSERT_EQ(npurtMallocHost(&h, n), npurtSuccess) << lastMessage();
+	ASSERT_TRUE(s && d && h);
+	int line = 0;
+	{
+		JobLatency slow(0, latencyUs());
+		// Task 1 is submitted at once and starts late; 2 to 4 wait for
+		// it in one batch.
+		ASSERT_EQ(npurtMemsetAsync(d, 1, n, s), npurtSuccess) << lastMessage();
+		ASSERT_EQ(npurtMemsetAsync(d, 2, n, s), npurtSuccess) << lastMessage();
+		line = __LINE__ + 1;
+		npurtSetCallSite(__FILE__, line, __func__);
+		ASSERT_EQ(npurtMemcpyAsync(d, h, n, npurtMemcpyHostToDevice, s), npurtSuccess);
+		ASSERT_EQ(npurtMemsetAsync(d, 4, n, s), npurtSuccess) << lastMessage();
+		// Unmapped before the batch runs: task 3 faults.
+		ASSERT_EQ(npurtFreeHost(h), npurtSuccess) << lastMessage();
+		EXPECT_EQ(npurtStreamSynchronize(s), npurtErrorDeviceFault);
+	}
+	std::string msg = lastMessage();
+	EXPECT_TRUE(contains(msg, "at device address " + hexText(h))) << msg;
+	EXPECT_TRUE(contains(msg, "task 3 (copy host (pinned) -> device 65536 bytes)")) << msg;
+	EXPECT_TRUE(contains(msg, baseName(__FILE__) + ":" + std::to_string(line))) << msg;
+	// Task 2 ran before the fault; task 4 did not.
+	EXPECT_TRUE(all(download(d, n), 2));
+}
+
 TEST_F(StreamFaults, ReportWithoutCallSiteGivesTheReturnAddress)
 {
 	const size_t n = 64 << 10;

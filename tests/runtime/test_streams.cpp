@@ -585,6 +585,68 @@ TEST_F(Streams, BadHandlesAreInvalidHandle)
 	EXPECT_EQ(npurtStreamDestroy(cs), npurtErrorInvalidHandle);
 }
 
+// Launches in a burst are batched; the batch must reach the device without
+// any later call into the runtime (a program may poll host memory).
+TEST_F(Streams, BatchedLaunchesRunWithoutAnotherCall)
+{
+	const size_t n = 4096;
+	npurtStream_t s = stream();
+	unsigned char *d = deviceAlloc(n), *p = pinnedAlloc(n);
+	ASSERT_TRUE(s && d && p);
+	std::memset(p, 0, n);
+	// The first is submitted at once, the others follow it in a batch.
+	ASSERT_EQ(npurtMemsetAsync(d, 0x5a, n, s), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMemsetAsync(d, 0x5b, n, s), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMemcpyAsync(p, d, n, npurtMemcpyDeviceToHost, s), npurtSuccess)
+	        << lastMessage();
+	auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+	while (__atomic_load_n(&p[n - 1], __ATOMIC_ACQUIRE) != 0x5b &&
+	       std::chrono::steady_clock::now() < deadline)
+		std::this_thread::yield();
+	EXPECT_EQ(__atomic_load_n(&p[n - 1], __ATOMIC_ACQUIRE), 0x5b)
+	        << "the batched copy did not run";
+	EXPECT_EQ(npurtStreamSynchronize(s), npurtSuccess) << lastMessage();
+	EXPECT_EQ(firstNot(p, 0x5b, n), n);
+}
+
+// The runtime remembers the last stream and buffer a thread named; that
+// must not outlive the stream or the allocation.
+TEST_F(Streams, DestroyedStreamsAndFreedMemoryStayInvalidAfterUse)
+{
+	npurtStream_t s = nullptr, other = stream();
+	ASSERT_EQ(npurtStreamCreate(&s), npurtSuccess) << lastMessage();
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 4096), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMemsetAsync(d, 1, 4096, s), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtStreamDestroy(s), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtMemsetAsync(d, 1, 4096, s), npurtErrorInvalidHandle);
+	EXPECT_TRUE(contains(lastMessage(), "not a live stream")) << lastMessage();
+
+	// Destroyed by another thread after this one used it.
+	npurtStream_t t = nullptr;
+	ASSERT_EQ(npurtStreamCreate(&t), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMemsetAsync(d, 2, 4096, t), npurtSuccess) << lastMessage();
+	std::thread([t] { EXPECT_EQ(npurtStreamDestroy(t), npurtSuccess) << lastMessage(); })
+	        .join();
+	EXPECT_EQ(npurtMemsetAsync(d, 2, 4096, t), npurtErrorInvalidHandle);
+
+	// Freed memory, and a smaller block made where it was.
+	ASSERT_EQ(npurtMemsetAsync(d, 3, 4096, other), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtStreamSynchronize(other), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtFree(d), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtMemsetAsync(d, 3, 16, other), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "not live device memory")) << lastMessage();
+	unsigned char *e = deviceAlloc(512);
+	ASSERT_EQ(e, d) << "the pool hands the freed block out again (split)";
+	EXPECT_EQ(npurtMemsetAsync(e, 3, 4096, other), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "overrun its allocation of 512 bytes"))
+	        << lastMessage();
+	EXPECT_EQ(npurtMemsetAsync(e, 4, 512, other), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtStreamSynchronize(other), npurtSuccess) << lastMessage();
+	EXPECT_EQ(firstNot(download(e, 512).data(), 4, 512), 512u);
+}
+
 TEST_F(Streams, DestroyWithWorkInFlightStillCompletes)
 {
 	const size_t n = bigJob();

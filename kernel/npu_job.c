@@ -527,19 +527,21 @@ static int npu_job_get_in_fences(struct drm_file *file, struct npu_job *job,
 #define NPU_DIRECT_MAX_COST	SZ_64K
 
 /*
- * Whether @job can run now, in the submitter's context: small, nothing
- * ahead of it on its queue or engine, its in-fences signalled without
- * error, and no fault injection armed (injected faults and latency go
- * through the engine's worker, as the tests expect).
+ * Whether @job can run now, in the submitter's context: small (or any size
+ * when the caller waits for it anyway) but never one that waits for a
+ * value, nothing ahead of it on its queue or engine, its in-fences
+ * signalled without error, and no fault injection armed (injected faults
+ * and latency go through the engine's worker, as the tests expect).
  */
-static bool npu_job_may_run_direct(struct npu_job *job)
+static bool npu_job_may_run_direct(struct npu_job *job, bool caller_waits)
 {
 	struct npu_device *ndev = job->engine->ndev;
 	struct npu_queue *queue = job->queue;
 	u32 i;
 
 	lockdep_assert_held(&queue->submit_lock);
-	if (job->cost > NPU_DIRECT_MAX_COST ||
+	if (job->cost == U64_MAX ||
+	    (!caller_waits && job->cost > NPU_DIRECT_MAX_COST) ||
 	    atomic_read(&ndev->inject.hang) ||
 	    atomic_read(&ndev->inject.fault) ||
 	    atomic_read(&ndev->inject.latency_us) ||
@@ -593,7 +595,8 @@ int npu_ioctl_submit(struct drm_device *drm, void *data,
 	u32 i;
 	int ret;
 
-	if (args->flags || !args->cmds_size || args->cmds_size % 8 ||
+	if ((args->flags & ~DRM_NPU_SUBMIT_CALLER_WAITS) || !args->cmds_size ||
+	    args->cmds_size % 8 ||
 	    args->cmds_size > DRM_NPU_MAX_CMDS_SIZE ||
 	    args->in_fence_count > DRM_NPU_MAX_IN_FENCES) {
 		drm_dbg(drm, "submit: bad flags, size or fence count\n");
@@ -646,7 +649,8 @@ int npu_ioctl_submit(struct drm_device *drm, void *data,
 		ret = -EIO;
 		goto err_put;
 	}
-	if (npu_job_may_run_direct(job) &&
+	if (npu_job_may_run_direct(job,
+				   args->flags & DRM_NPU_SUBMIT_CALLER_WAITS) &&
 	    mutex_trylock(&job->engine->exec_lock)) {
 		npu_job_run_direct(job, chain);
 		mutex_unlock(&queue->submit_lock);

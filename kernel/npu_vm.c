@@ -95,22 +95,33 @@ static struct npu_mapping *npu_vm_find(struct npu_vm *vm, u64 addr)
  * npu_vm_translate - the emulated MMU: device address to page
  * @vm: the context's address space; its lock must be held, and the page
  *      is only valid while it is.
+ * @tlb: the mapping of the last translation (a one-entry TLB), or NULL;
+ *       set to the mapping of @addr. Only valid while @vm->lock stays held:
+ *       clear it whenever the lock is dropped.
  * @addr: device address.
  * @write: the access writes.
+ *
+ * Sequential accesses stay in one mapping for many pages: with @tlb they
+ * skip the address-space lookup.
  *
  * Return: the page holding @addr, ERR_PTR(-ENXIO) if @addr is not mapped,
  * ERR_PTR(-EACCES) for a write through a read-only mapping.
  */
-struct page *npu_vm_translate(struct npu_vm *vm, u64 addr, bool write)
+struct page *npu_vm_translate(struct npu_vm *vm, struct npu_mapping **tlb, u64 addr,
+			      bool write)
 {
-	struct npu_mapping *map;
+	struct npu_mapping *map = *tlb;
 	u64 offset;
 
 	lockdep_assert_held(&vm->lock);
 
-	map = npu_vm_find(vm, addr);
-	if (!map)
-		return ERR_PTR(-ENXIO);
+	/* Below the mapping's start the difference wraps and misses too. */
+	if (!map || addr - map->node.start >= map->node.size) {
+		map = npu_vm_find(vm, addr);
+		if (!map)
+			return ERR_PTR(-ENXIO);
+		*tlb = map;
+	}
 	if (write && map->readonly)
 		return ERR_PTR(-EACCES);
 	offset = map->bo_offset + (addr - map->node.start);
@@ -131,13 +142,14 @@ struct page *npu_vm_translate(struct npu_vm *vm, u64 addr, bool write)
 int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
 	      bool write, u64 *fault_addr)
 {
+	struct npu_mapping *tlb = NULL;
 	int ret = 0;
 
 	mutex_lock(&vm->lock);
 	while (len) {
 		size_t in_page = offset_in_page(addr);
 		size_t n = min_t(size_t, len, PAGE_SIZE - in_page);
-		struct page *page = npu_vm_translate(vm, addr, write);
+		struct page *page = npu_vm_translate(vm, &tlb, addr, write);
 		void *va;
 
 		if (IS_ERR(page)) {
@@ -186,6 +198,7 @@ int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 {
 	while (len) {
 		unsigned int slice = NPU_VM_PAGES_PER_SLICE;
+		struct npu_mapping *stlb = NULL, *dtlb = NULL;
 
 		if (ktime_get_coarse_ns() > deadline_ns)
 			return -ETIMEDOUT;
@@ -196,12 +209,12 @@ int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 			void *s, *d;
 
 			n = min_t(size_t, n, PAGE_SIZE - offset_in_page(dst));
-			sp = npu_vm_translate(vm, src, false);
+			sp = npu_vm_translate(vm, &stlb, src, false);
 			if (IS_ERR(sp)) {
 				mutex_unlock(&vm->lock);
 				return npu_vm_fault(sp, src, fault_addr);
 			}
-			dp = npu_vm_translate(vm, dst, true);
+			dp = npu_vm_translate(vm, &dtlb, dst, true);
 			if (IS_ERR(dp)) {
 				mutex_unlock(&vm->lock);
 				return npu_vm_fault(dp, dst, fault_addr);
@@ -237,13 +250,14 @@ int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
 
 	while (len) {
 		unsigned int slice = NPU_VM_PAGES_PER_SLICE;
+		struct npu_mapping *tlb = NULL;
 
 		if (ktime_get_coarse_ns() > deadline_ns)
 			return -ETIMEDOUT;
 		mutex_lock(&vm->lock);
 		while (len && slice--) {
 			size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(dst));
-			struct page *dp = npu_vm_translate(vm, dst, true);
+			struct page *dp = npu_vm_translate(vm, &tlb, dst, true);
 			u8 *d;
 			size_t i;
 

@@ -60,7 +60,8 @@ static inline struct npu_vm *npu_vm_get(struct npu_vm *vm)
 	return vm;
 }
 
-struct page *npu_vm_translate(struct npu_vm *vm, u64 addr, bool write);
+struct page *npu_vm_translate(struct npu_vm *vm, struct npu_mapping **tlb, u64 addr,
+			      bool write);
 int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
 	      bool write, u64 *fault_addr);
 int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,

@@ -308,6 +308,38 @@ npurtError_t Context::ipcClose(uint64_t addr)
 	return npurtSuccess;
 }
 
+bool Context::pinHost(const void *ptr, size_t size, bool readonly, HostPin *out)
+{
+	constexpr uint64_t kPage = 4096;
+	uint64_t start = reinterpret_cast<uint64_t>(ptr) & ~(kPage - 1);
+	uint64_t end = reinterpret_cast<uint64_t>(ptr) + size;
+	if (!size || end < start || end > UINT64_MAX - kPage)
+		return false;
+	end = (end + kPage - 1) & ~(kPage - 1);
+	drm_npu_bo_userptr u{};
+	u.user_ptr = start;
+	u.size = end - start;
+	u.flags = readonly ? DRM_NPU_BO_USERPTR_READONLY : 0;
+	if (node_.ioctl(DRM_IOCTL_NPU_BO_FROM_USERPTR, &u))
+		return false;
+	uint64_t va = space_.allocate(end - start, kPage);
+	if (!va || bind(u.handle, va, end - start, readonly)) {
+		if (va)
+			space_.release(va, end - start);
+		closeBo(u.handle);
+		return false;
+	}
+	*out = {start, va, end - start, u.handle};
+	return true;
+}
+
+void Context::unpinHost(const HostPin &pin)
+{
+	unbind(pin.va, pin.size);
+	space_.release(pin.va, pin.size);
+	closeBo(pin.handle);
+}
+
 npurtError_t Context::allocPinned(size_t size, PinnedBuffer *out, const char *api)
 {
 	uint64_t bytes = (size + 4095) & ~uint64_t(4095);

@@ -86,6 +86,25 @@ public:
 	npurtError_t allocPinned(size_t size, PinnedBuffer *out, const char *api);
 	void freePinned(PinnedBuffer &buf);
 
+	// A pageable host range pinned and mapped at a device address of its
+	// own for one copy (zero-copy): the engine reaches host byte q at
+	// deviceAddr(q).
+	struct HostPin {
+		uint64_t hostStart = 0;  // page-aligned
+		uint64_t va = 0, size = 0;
+		uint32_t handle = 0;
+		uint64_t deviceAddr(const void *q) const
+		{
+			return va + (reinterpret_cast<uint64_t>(q) - hostStart);
+		}
+	};
+	// False, with nothing held, when the range cannot be pinned (not
+	// mapped, or writable when it must be, or over the locked-memory
+	// limit): the caller copies through staging buffers instead.
+	bool pinHost(const void *ptr, size_t size, bool readonly, HostPin *out);
+	// Once the copies through the pin have ended.
+	void unpinHost(const HostPin &pin);
+
 	// A device address of 16 bytes in pinned memory, for a device
 	// timestamp or a queue's completion record the CPU reads directly; 0
 	// when none can be had.

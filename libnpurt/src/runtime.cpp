@@ -347,24 +347,38 @@ npurtError_t Runtime::destroyContext(Context *ctx)
 
 Context *Runtime::findDeviceMemory(uint64_t addr, Context *hint, uint64_t *base, size_t *size)
 {
-	// Launch loops name the same buffers over and over: the last hit of
-	// the thread answers until some memory is retired.
-	struct LastHit {
-		uint64_t generation = UINT64_MAX;
+	// Launch loops name the same few buffers over and over (an op's
+	// operands): the thread's last hits answer until some memory is
+	// retired.
+	struct Hit {
 		uint64_t base = 0;
 		size_t size = 0;
 		Context *ctx = nullptr;
 	};
-	thread_local LastHit last;
+	struct Hits {
+		uint64_t generation = UINT64_MAX;
+		Hit hit[4];
+		unsigned next = 0;  // the one to replace
+	};
+	thread_local Hits hits;
 	uint64_t generation = gMemoryGeneration.load(std::memory_order_acquire);
-	if (last.generation == generation && addr - last.base < last.size) {
-		*base = last.base;
-		*size = last.size;
-		return last.ctx;
+	if (hits.generation == generation) {
+		for (const Hit &h : hits.hit) {
+			if (addr - h.base < h.size) {
+				*base = h.base;
+				*size = h.size;
+				return h.ctx;
+			}
+		}
+	} else {
+		hits = Hits{};
+		hits.generation = generation;
 	}
 	Context *found = findDeviceMemorySlow(addr, hint, base, size);
-	if (found)
-		last = {generation, *base, *size, found};
+	if (found) {
+		hits.hit[hits.next] = {*base, *size, found};
+		hits.next = (hits.next + 1) % 4;
+	}
 	return found;
 }
 

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -254,10 +255,54 @@ Timeline::~Timeline()
 	syncobjDestroy(*file, syncobj);
 }
 
+namespace {
+
+// How long a wait spins on the completion record before it sleeps in the
+// kernel: waking a sleeping thread costs tens of microseconds (much more
+// under emulation), which short device work would otherwise add to every
+// wait (as CUDA's default spin-then-block scheduling does). NPURT_SPIN_US
+// overrides it (0: never spin).
+int64_t spinNs()
+{
+	static const int64_t ns = [] {
+		const char *v = std::getenv("NPURT_SPIN_US");
+		char *end = nullptr;
+		long us = v && *v ? std::strtol(v, &end, 10) : -1;
+		if (us < 0 || (end && *end) || us > 1000000)
+			us = 200;
+		return static_cast<int64_t>(us) * 1000;
+	}();
+	return ns;
+}
+
+// Whether point has completed on the record, polling it until deadlineNs
+// at the latest. The poll yields the CPU between looks: the thread that
+// completes the work (the engine's, or a submitter's running it) may be
+// waiting for this very CPU.
+bool spinFor(const drm_npu_queue_completion *rec, uint64_t point, int64_t deadlineNs)
+{
+	for (;;) {
+		if (__atomic_load_n(&rec->completed, __ATOMIC_ACQUIRE) >= point)
+			return true;
+		if (monotonicNs() >= deadlineNs)
+			return false;
+		sched_yield();
+	}
+}
+
+}  // namespace
+
 int waitPoint(const Point &p, int64_t deadlineNs)
 {
 	if (!p)
 		return 0;
+	if (const auto *rec = p.tl->record.load(std::memory_order_acquire)) {
+		if (__atomic_load_n(&rec->completed, __ATOMIC_ACQUIRE) >= p.value)
+			return 0;
+		if (int64_t spin = spinNs())
+			if (spinFor(rec, p.value, std::min(deadlineNs, monotonicNs() + spin)))
+				return 0;
+	}
 	drm_syncobj_timeline_wait w{};
 	uint32_t handle = p.tl->syncobj;
 	uint64_t point = p.value;
@@ -274,6 +319,11 @@ Stream::Stream(Context &ctx, unsigned flags, int priority, bool isDefault)
 
 Stream::~Stream()
 {
+	// Points of this stream outlive it in events; its completion records
+	// do not.
+	for (auto &tl : timelines_)
+		if (tl)
+			tl->record = nullptr;
 	{
 		std::unique_lock<std::mutex> lock(mutex_);
 		stopping_ = true;
@@ -292,9 +342,9 @@ Stream::~Stream()
 	if (flusher_.joinable())
 		flusher_.join();
 	// Staging buffers may still be read by queued copies: let them finish.
-	for (int i = 0; i < 2; i++) {
-		waitPoint(stagingUse_[i], INT64_MAX);
-		ctx_.freePinned(staging_[i]);
+	for (int i = 0; i < Staging::kBuffers; i++) {
+		waitPoint(staging_.use[i], INT64_MAX);
+		ctx_.freePinned(staging_.buf[i]);
 	}
 	// The completion records are written until the last job ends.
 	Point last = lastClass_ >= 0 ? Point{timelines_[lastClass_], last_[lastClass_]} : Point{};
@@ -334,6 +384,9 @@ npurtError_t Stream::ensureTimeline(uint32_t engineClass)
 	tl->engineClass = engineClass;
 	tl->engineId = qc.engine_id;
 	tl->ordinal = ctx_.ordinal();
+	if (doneSlot_[engineClass])
+		tl->record = reinterpret_cast<const drm_npu_queue_completion *>(
+		        doneSlot_[engineClass]);
 	timelines_[engineClass] = std::move(tl);
 	return npurtSuccess;
 }
@@ -352,6 +405,13 @@ bool Stream::busy()
 {
 	std::lock_guard<std::mutex> lock(mutex_);
 	return !deferred_.empty() || workerBusy_;
+}
+
+bool Stream::idle()
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return batch_.tasks.empty() && deferred_.empty() && !workerBusy_ && waits_.empty() &&
+	       deviceState() == DeviceState::Idle;
 }
 
 std::string Stream::describeTask(const Timeline &tl, uint64_t point, uint32_t offset)
@@ -463,11 +523,7 @@ Stream::DeviceState Stream::deviceState() const
 
 void Stream::append(uint32_t engineClass, const void *packet, uint32_t size, const TaskInfo &info)
 {
-	auto put = [this](const void *p, size_t n) {
-		size_t at = batch_.cmds.size();
-		batch_.cmds.resize(at + n);
-		std::memcpy(batch_.cmds.data() + at, p, n);
-	};
+	auto put = [this](const void *p, size_t n) { batch_.cmds.append(p, n); };
 	batch_.engineClass = static_cast<int>(engineClass);
 	batch_.tasks.push_back(info);
 	TaskInfo &t = batch_.tasks.back();
@@ -511,6 +567,7 @@ void Stream::dropJob(Batch &job)
 	job.cmds.clear();
 	job.engineClass = -1;
 	job.profiled = false;
+	job.callerWaits = false;
 }
 
 const TaskInfo *Stream::findTask(uint32_t engineClass, uint64_t point, uint32_t offset,
@@ -573,6 +630,7 @@ npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std
 
 	drm_npu_submit s{};
 	s.queue_id = timelines_[cls]->queueId;
+	s.flags = job.callerWaits ? DRM_NPU_SUBMIT_CALLER_WAITS : 0;
 	s.cmds_ptr = reinterpret_cast<uintptr_t>(job.cmds.data());
 	s.cmds_size = static_cast<uint32_t>(job.cmds.size());
 	s.in_fence_count = static_cast<uint32_t>(fences_.size());
@@ -628,6 +686,7 @@ npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std
 	job.cmds.clear();
 	job.engineClass = -1;
 	job.profiled = false;
+	job.callerWaits = false;
 	return npurtSuccess;
 }
 
@@ -638,7 +697,8 @@ npurtError_t Stream::splitJob(Batch &whole, const char *api)
 	for (auto &t : whole.tasks) {
 		uint32_t begin = t.cmdBegin, end = t.cmdEnd;
 		one.engineClass = whole.engineClass;
-		one.cmds.assign(whole.cmds.begin() + begin, whole.cmds.begin() + end);
+		one.cmds.clear();
+		one.cmds.append(whole.cmds.data() + begin, end - begin);
 		t.cmdBegin = 0;
 		t.cmdEnd = end - begin;
 		one.tasks.assign(1, t);
@@ -659,7 +719,7 @@ npurtError_t Stream::splitJob(Batch &whole, const char *api)
 }
 
 npurtError_t Stream::submitNow(uint32_t engineClass, const void *packet, uint32_t size,
-                               const TaskInfo &info)
+                               const TaskInfo &info, bool callerWaits)
 {
 	if (failed_)
 		return setError(failed_, std::string(info.api) + ": " + failMessage_);
@@ -667,6 +727,7 @@ npurtError_t Stream::submitNow(uint32_t engineClass, const void *packet, uint32_
 		if (npurtError_t err = flushBatch(info.api))
 			return err;
 	append(engineClass, packet, size, info);
+	batch_.callerWaits = callerWaits;
 	return flushBatch(info.api);
 }
 
@@ -756,7 +817,7 @@ void Stream::flusherLoop()
 }
 
 npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t size,
-                           const TaskInfo &info)
+                           const TaskInfo &info, bool callerWaits)
 {
 	const char *api = info.api;
 	{
@@ -800,7 +861,7 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 			hot = burst_ && now - lastEnqueue_ <= kBurstGapNs;
 			lastEnqueue_ = now;
 		}
-		bool batching = !launchBlocking() && waits_.empty() &&
+		bool batching = !callerWaits && !launchBlocking() && waits_.empty() &&
 		                (open ? batch_.engineClass == static_cast<int>(engineClass)
 		                      : hot || state == DeviceState::Busy);
 		if (batching) {
@@ -827,8 +888,8 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 	npurtError_t err;
 	{
 		std::scoped_lock both(submitMutex_, mutex_);
-		err = submitNow(engineClass, packet, size, info);
-		burst_ = true;
+		err = submitNow(engineClass, packet, size, info, callerWaits);
+		burst_ = !callerWaits;
 	}
 	if (!err && launchBlocking())
 		return synchronize(-1, api);
@@ -984,14 +1045,13 @@ npurtError_t Stream::recover(const char *api)
 	return npurtSuccess;
 }
 
-npurtError_t Stream::staging(PinnedBuffer **bufs, Point **lastUse, const char *api)
+npurtError_t Stream::staging(Staging **out, const char *api)
 {
-	for (int i = 0; i < 2; i++)
-		if (!staging_[i].ptr)
-			if (npurtError_t err = ctx_.allocPinned(4u << 20, &staging_[i], api))
+	for (auto &b : staging_.buf)
+		if (!b.ptr)
+			if (npurtError_t err = ctx_.allocPinned(Staging::kBufferSize, &b, api))
 				return err;
-	*bufs = staging_;
-	*lastUse = stagingUse_;
+	*out = &staging_;
 	return npurtSuccess;
 }
 

@@ -1,9 +1,11 @@
 // Streams and events: ordered device work, its completion and its faults.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -31,6 +33,9 @@ struct Timeline {
 	uint32_t engineClass = 0;
 	uint32_t engineId = 0;
 	int ordinal = 0;
+	// The queue's completion record while its stream lives (waits spin on
+	// it briefly before they sleep); null without one.
+	std::atomic<const drm_npu_queue_completion *> record{nullptr};
 	~Timeline();
 };
 
@@ -117,8 +122,11 @@ public:
 	// when the work ahead of it ends (by the stream's flusher thread), when
 	// it is full, or when anything needs its point (events, waits,
 	// synchronisation). On an idle stream a task is submitted at once.
+	// callerWaits: the caller waits for the task right after (a
+	// synchronous API): it is submitted at once, and the driver may run
+	// it in the calling thread.
 	npurtError_t submit(uint32_t engineClass, const void *packet, uint32_t size,
-	                    const TaskInfo &info);
+	                    const TaskInfo &info, bool callerWaits = false);
 	npurtError_t hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info);
 	npurtError_t record(Event &ev, const char *api);
 	npurtError_t wait(Event &ev, const char *api);
@@ -138,7 +146,17 @@ public:
 	// Pinned staging buffers for pageable copies, allocated on first use.
 	// The caller holds stagingLock() while it uses them: threads sharing
 	// a stream take turns.
-	npurtError_t staging(PinnedBuffer **bufs, Point **lastUse, const char *api);
+	// Pageable copies go through kBuffers pinned buffers in turn, so that
+	// the CPU copies into one while the engine drains the others.
+	struct Staging {
+		static constexpr int kBuffers = 4;
+		static constexpr size_t kBufferSize = 2u << 20;
+		PinnedBuffer buf[kBuffers];
+		Point use[kBuffers];  // the last copy through each buffer
+		int next = 0;  // the buffer the next chunk takes
+		void advance() { next = (next + 1) % kBuffers; }
+	};
+	npurtError_t staging(Staging **out, const char *api);
 	std::unique_lock<std::mutex> stagingLock()
 	{
 		return std::unique_lock<std::mutex>(stagingMutex_);
@@ -153,6 +171,8 @@ public:
 
 	// Deferred work (host functions) still queued or running.
 	bool busy();
+	// Nothing enqueued on the stream is still to run.
+	bool idle();
 	// Waits until deferred work has run (copies that use host memory
 	// directly cannot be deferred).
 	npurtError_t drainHostWork(const char *api) { return waitIdle(INT64_MAX, api); }
@@ -167,10 +187,29 @@ private:
 	// Adds a task to batch_ (with its profiling timestamps); submits the
 	// batch. With mutex_ held.
 	void append(uint32_t engineClass, const void *packet, uint32_t size, const TaskInfo &info);
+	// A job's packets; keeps its memory when cleared.
+	class CmdBuffer {
+	public:
+		void append(const void *p, size_t n)
+		{
+			if (size_ + n > bytes_.size())
+				bytes_.resize(std::max(bytes_.size() * 2, size_ + n));
+			std::memcpy(bytes_.data() + size_, p, n);
+			size_ += n;
+		}
+		const uint8_t *data() const { return bytes_.data(); }
+		size_t size() const { return size_; }
+		void clear() { size_ = 0; }
+
+	private:
+		std::vector<uint8_t> bytes_;
+		size_t size_ = 0;
+	};
 	struct Batch {
 		int engineClass = -1;
 		bool profiled = false;  // some task has timestamps
-		std::vector<uint8_t> cmds;
+		bool callerWaits = false;  // DRM_NPU_SUBMIT_CALLER_WAITS
+		CmdBuffer cmds;
 		std::vector<TaskInfo> tasks;
 	};
 	// The submitted task number seq (from 1) and the point of its job, in
@@ -192,7 +231,7 @@ private:
 	npurtError_t splitJob(Batch &whole, const char *api);
 	void dropJob(Batch &job);
 	npurtError_t submitNow(uint32_t engineClass, const void *packet, uint32_t size,
-	                       const TaskInfo &info);
+	                       const TaskInfo &info, bool callerWaits = false);
 	// Whether the stream's last submitted job still runs, has ended, or
 	// failed (it or work it depended on), from the completion record the
 	// engine writes: no system call. Unknown without a record.
@@ -255,9 +294,8 @@ private:
 	std::condition_variable cv_;
 	std::thread worker_;
 
-	std::mutex stagingMutex_;  // guards staging_ and stagingUse_
-	PinnedBuffer staging_[2];
-	Point stagingUse_[2];
+	std::mutex stagingMutex_;  // guards staging_
+	Staging staging_;
 };
 
 class Event : public npurtEvent_st {

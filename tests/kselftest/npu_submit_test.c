@@ -1099,8 +1099,8 @@ TEST_F(submit, reject_bad_arguments)
 	args.queue_id = self->q.queue_id;
 	args.cmds_ptr = (__u64)(uintptr_t)&nop;
 	args.cmds_size = sizeof(nop);
-	args.flags = 1;
-	expect_args_rejected(_metadata, self, &args, -EINVAL, "flags 1");
+	args.flags = 2;
+	expect_args_rejected(_metadata, self, &args, -EINVAL, "flags 2");
 	args.flags = 0x80000000;
 	expect_args_rejected(_metadata, self, &args, -EINVAL, "flags bit 31");
 	args.flags = 0;
@@ -1832,6 +1832,62 @@ TEST_F(submit, wait_for_submit)
 	pthread_join(w.thread, NULL);
 	EXPECT_EQ(0, w.ret);
 	EXPECT_EQ(1, nsub_signalled(self->fd, self->q.syncobj_handle, point));
+}
+
+/*
+ * DRM_NPU_SUBMIT_CALLER_WAITS: a large job on an idle queue and engine runs
+ * inside the call (its point has completed when the call returns); without
+ * the flag it goes to the engine's worker. A job that waits for a value is
+ * never run inside the call, flag or not.
+ */
+TEST_F(submit, caller_waits_runs_inline)
+{
+	const __u64 big = 4 * MIB + 8;
+	struct nsub_engine_stats before, after;
+	__u64 cmds[SMALL_CMDS / 8], point;
+	struct npu_cmdbuf cb;
+
+	if (no_device(self->fd))
+		return;
+	if (!self->dbg_ok)
+		SKIP(return, "needs root and debugfs to count direct jobs");
+	queue_works(_metadata, self);
+
+	npu_fill_pattern(cpu(self, 0, 0), big, 21);
+	memset(cpu(self, 1, 0), POISON, big + 8);
+	npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+	npu_emit_copy(&cb, dva(self, 0, 0), dva(self, 1, 0), big);
+	ASSERT_EQ(0, nsub_engine_stats(self->dbg, self->q.engine_id, &before));
+	ASSERT_EQ(0, npu_submit_flags(self->fd, self->q.queue_id,
+				      DRM_NPU_SUBMIT_CALLER_WAITS, cb.data,
+				      cb.size, NULL, 0, &point));
+	EXPECT_EQ(1, nsub_signalled(self->fd, self->q.syncobj_handle, point));
+	ASSERT_EQ(0, nsub_engine_stats(self->dbg, self->q.engine_id, &after));
+	EXPECT_EQ(before.direct + 1, after.direct);
+	EXPECT_TRUE(npu_has_pattern(cpu(self, 1, 0), big, 21, 0));
+	EXPECT_TRUE(npu_all_bytes(cpu(self, 1, big), 8, POISON));
+
+	/* The same without the flag: the worker runs it. */
+	ASSERT_EQ(0, run_cmds(self->fd, &self->q, &cb, self->wait_ms, &point));
+	ASSERT_EQ(0, nsub_engine_stats(self->dbg, self->q.engine_id, &before));
+	EXPECT_EQ(after.direct, before.direct);
+	EXPECT_EQ(0, queue_error(self->fd, self->q.queue_id));
+
+	/* A WAIT_VALUE job returns at once and runs when the value comes. */
+	put_u64(cpu(self, 0, 0), 0);
+	npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+	npu_emit_wait_value(&cb, dva(self, 0, 0), 7, ~0ULL,
+			    DRM_NPU_WAIT_EQ);
+	ASSERT_EQ(0, npu_submit_flags(self->fd, self->q.queue_id,
+				      DRM_NPU_SUBMIT_CALLER_WAITS, cb.data,
+				      cb.size, NULL, 0, &point));
+	EXPECT_EQ(0, nsub_signalled(self->fd, self->q.syncobj_handle, point));
+	put_u64(cpu(self, 0, 0), 7);
+	EXPECT_EQ(0, nsub_wait(self->fd, self->q.syncobj_handle, point,
+			       self->wait_ms));
+	ASSERT_EQ(0, nsub_engine_stats(self->dbg, self->q.engine_id, &after));
+	EXPECT_EQ(before.direct, after.direct);
+	EXPECT_EQ(0, queue_error(self->fd, self->q.queue_id));
 }
 
 /* ---- device faults and the queue error ------------------------------ */

@@ -193,12 +193,14 @@ static inline int nsub_dbg_read(const char *dir, const char *name,
  * @jobs: jobs it ran (with or without error).
  * @busy_ns: time it spent running them.
  * @resets: resets after a fault or a timeout.
+ * @direct: jobs that ran inside SUBMIT, in the submitter's context.
  */
 struct nsub_engine_stats {
 	long long queues;
 	long long jobs;
 	long long busy_ns;
 	long long resets;
+	long long direct;
 };
 
 /* The statistics of engine @engine_id from debugfs npu_engines. */
@@ -216,9 +218,9 @@ static inline int nsub_engine_stats(const char *dir, __u32 engine_id,
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line,
-			   "engine %u %31s queues %lld jobs %lld busy_ns %lld resets %lld",
+			   "engine %u %31s queues %lld jobs %lld busy_ns %lld resets %lld direct %lld",
 			   &id, name, &st->queues, &st->jobs, &st->busy_ns,
-			   &st->resets) != 6)
+			   &st->resets, &st->direct) != 7)
 			continue;
 		if (id == engine_id) {
 			ret = 0;

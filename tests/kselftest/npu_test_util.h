@@ -810,9 +810,10 @@ static inline void npu_emit_wait_value(struct npu_cmdbuf *cb, __u64 addr,
 }
 
 /**
- * npu_submit() - DRM_IOCTL_NPU_SUBMIT
+ * npu_submit_flags() - DRM_IOCTL_NPU_SUBMIT
  * @fd: an npu DRM file.
  * @queue_id: the queue.
+ * @flags: DRM_NPU_SUBMIT_* bits.
  * @cmds: the packets.
  * @size: their size in bytes.
  * @fences: @nfences in-fences (may be NULL when @nfences is 0).
@@ -821,12 +822,14 @@ static inline void npu_emit_wait_value(struct npu_cmdbuf *cb, __u64 addr,
  *
  * Return: 0 or a negative errno.
  */
-static inline int npu_submit(int fd, __u32 queue_id, const void *cmds,
-			     __u32 size, const struct drm_npu_fence *fences,
-			     __u32 nfences, __u64 *point)
+static inline int npu_submit_flags(int fd, __u32 queue_id, __u32 flags,
+				   const void *cmds, __u32 size,
+				   const struct drm_npu_fence *fences,
+				   __u32 nfences, __u64 *point)
 {
 	struct drm_npu_submit args = {
 		.queue_id = queue_id,
+		.flags = flags,
 		.cmds_ptr = (__u64)(uintptr_t)cmds,
 		.cmds_size = size,
 		.in_fence_count = nfences,
@@ -838,6 +841,15 @@ static inline int npu_submit(int fd, __u32 queue_id, const void *cmds,
 	if (!ret && point)
 		*point = args.point;
 	return ret;
+}
+
+/* npu_submit_flags() without flags. */
+static inline int npu_submit(int fd, __u32 queue_id, const void *cmds,
+			     __u32 size, const struct drm_npu_fence *fences,
+			     __u32 nfences, __u64 *point)
+{
+	return npu_submit_flags(fd, queue_id, 0, cmds, size, fences, nfences,
+				point);
 }
 
 /* npu_submit() of a built command buffer; -E2BIG if it overflowed. */

@@ -454,7 +454,7 @@ struct drm_npu_fence {
 /**
  * struct drm_npu_submit - queue one job
  * @queue_id: the queue.
- * @flags: must be zero.
+ * @flags: DRM_NPU_SUBMIT_* bits; others are -EINVAL.
  * @cmds_ptr: user pointer to the command buffer: packets back to back.
  * @cmds_size: its size in bytes: non-zero, a multiple of 8, at most
  *             DRM_NPU_MAX_CMDS_SIZE.
@@ -469,7 +469,20 @@ struct drm_npu_fence {
  * addresses and inconsistent op shapes are -EINVAL. Device addresses are
  * only checked by the MMU when the job runs (faults). -EIO if the queue
  * has an error, -ENOENT for an unknown queue.
+ *
+ * A job whose queue and engine are idle, whose in-fences have signalled
+ * and which has no WAIT_VALUE packet may run inside this call, in the
+ * caller's context: small jobs always, any job with
+ * DRM_NPU_SUBMIT_CALLER_WAITS. Its point has then completed when the call
+ * returns. Otherwise the job is queued and the call returns at once.
  */
+/*
+ * drm_npu_submit.flags: the caller waits for the job right away, so it may
+ * run in the caller's context whatever its size (the caller's thread is
+ * busy for the job's duration, at most the job timeout).
+ */
+#define DRM_NPU_SUBMIT_CALLER_WAITS	(1 << 0)
+
 struct drm_npu_submit {
 	__u32 queue_id;
 	__u32 flags;

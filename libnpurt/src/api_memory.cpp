@@ -326,9 +326,9 @@ npurtError_t stageOut(npurt::Stream *s, void *dst, uint64_t src, size_t count, c
 			                std::string(api) + ": staging wait failed");
 		// A copy in one chunk is waited for at once: the driver may run it
 		// in this thread.
-		if (npurtError_t err = submitCopy(s, addrOf(bufs[i].ptr), src + off, n, api,
-		                                  "copy device -> host (pageable)", site,
-		                                  n == count))
+		if (npurtError_t err =
+		            submitCopy(s, addrOf(bufs[i].ptr), src + off, n, api,
+		                       "copy device -> host (pageable)", site, n == count))
 			return err;
 		use[i] = s->tail();
 		if (npurtError_t err = drain(prev))
@@ -405,9 +405,8 @@ npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npu
 	} else if (dstDev && d.dev.ctx == sc && o.side == Side::Pageable) {
 		// An asynchronous copy behind queued work is staged, so that the
 		// call returns without waiting for that work.
-		if (!((sync || s->idle()) &&
-		      zeroCopy(s, addrOf(dst), const_cast<void *>(src), count, true, api, site,
-		               &err)))
+		if (!((sync || s->idle()) && zeroCopy(s, addrOf(dst), const_cast<void *>(src),
+		                                      count, true, api, site, &err)))
 			err = stageIn(s, addrOf(dst), src, count, api, site, sync);
 	} else if (srcDev && o.dev.ctx == sc && d.side == Side::Pageable) {
 		if (zeroCopy(s, addrOf(src), dst, count, false, api, site, &err))

@@ -1,9 +1,9 @@
 #include "stream.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -385,8 +385,8 @@ npurtError_t Stream::ensureTimeline(uint32_t engineClass)
 	tl->engineId = qc.engine_id;
 	tl->ordinal = ctx_.ordinal();
 	if (doneSlot_[engineClass])
-		tl->record = reinterpret_cast<const drm_npu_queue_completion *>(
-		        doneSlot_[engineClass]);
+		tl->record =
+		        reinterpret_cast<const drm_npu_queue_completion *>(doneSlot_[engineClass]);
 	timelines_[engineClass] = std::move(tl);
 	return npurtSuccess;
 }
@@ -817,7 +817,7 @@ void Stream::flusherLoop()
 }
 
 npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t size,
-                           const TaskInfo &info, bool callerWaits)
+                            const TaskInfo &info, bool callerWaits)
 {
 	const char *api = info.api;
 	{
@@ -871,7 +871,8 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 			// Full, or the work ahead ended meanwhile: submit it now,
 			// with the locks taken in order. Else the flusher or a later
 			// call submits it.
-			if (batch_.cmds.size() >= kBatchBytes || batch_.tasks.size() >= kBatchTasks ||
+			if (batch_.cmds.size() >= kBatchBytes ||
+			    batch_.tasks.size() >= kBatchTasks ||
 			    (!gather_ && deviceState() != DeviceState::Busy)) {
 				lock.unlock();
 				std::scoped_lock both(submitMutex_, mutex_);

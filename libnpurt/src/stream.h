@@ -272,7 +272,8 @@ private:
 	std::vector<drm_npu_fence> fences_;  // flushBatch's in-fences
 	bool burst_ = false;  // submitted at once, and no host wait since
 	bool gather_ = false;  // batch_ opened by a burst on an idle device
-	int64_t lastEnqueue_ = 0;  // coarseNs() of the last launch that opened a batch or was submitted
+	int64_t lastEnqueue_ =
+	        0;  // coarseNs() of the last launch that opened a batch or was submitted
 	std::condition_variable flushCv_;  // wakes flusher_: a batch opened
 	std::thread flusher_;
 	int lastClass_ = -1;

@@ -635,8 +635,9 @@ TEST_F(Streams, DestroyedStreamsAndFreedMemoryStayInvalidAfterUse)
 	npurtStream_t t = nullptr;
 	ASSERT_EQ(npurtStreamCreate(&t), npurtSuccess) << lastMessage();
 	ASSERT_EQ(npurtMemsetAsync(d, 2, 4096, t), npurtSuccess) << lastMessage();
-	std::thread([t] { EXPECT_EQ(npurtStreamDestroy(t), npurtSuccess) << lastMessage(); })
-	        .join();
+	std::thread([t] {
+		EXPECT_EQ(npurtStreamDestroy(t), npurtSuccess) << lastMessage();
+	}).join();
 	EXPECT_EQ(npurtMemsetAsync(d, 2, 4096, t), npurtErrorInvalidHandle);
 
 	// Freed memory, and a smaller block made where it was.
@@ -1331,8 +1332,7 @@ TEST_F(AsyncCopies, LargePageableCopiesFromTheirOwnPages)
 	ASSERT_EQ(npurtProfilerStart(), npurtSuccess);
 	ASSERT_EQ(npurtMemcpy(d + off, src.data(), n, npurtMemcpyHostToDevice), npurtSuccess)
 	        << lastMessage();
-	ASSERT_EQ(npurtMemcpy(back.data() + off, d + off, n, npurtMemcpyDeviceToHost),
-	          npurtSuccess)
+	ASSERT_EQ(npurtMemcpy(back.data() + off, d + off, n, npurtMemcpyDeviceToHost), npurtSuccess)
 	        << lastMessage();
 	ASSERT_EQ(npurtProfilerStop(), npurtSuccess);
 	std::string path = "/tmp/npurt_test_direct_" + std::to_string(getpid()) + ".json";

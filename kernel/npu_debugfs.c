@@ -98,7 +98,7 @@ static void npu_debugfs_client(struct seq_file *m, struct drm_file *file)
 		   atomic64_read(&st->device_bytes),
 		   atomic64_read(&st->pinned_bytes));
 
-	mutex_lock(&nfile->vm->lock);
+	down_read(&nfile->vm->lock);
 	seq_printf(m, " mappings %llu mapped %llu\n", nfile->vm->mapping_count,
 		   nfile->vm->mapped_bytes);
 	drm_mm_for_each_node(node, &nfile->vm->mm) {
@@ -109,7 +109,7 @@ static void npu_debugfs_client(struct seq_file *m, struct drm_file *file)
 			   node->start, node->start + node->size,
 			   npu_kind_names[bo->kind], bo->shmem.base.size);
 	}
-	mutex_unlock(&nfile->vm->lock);
+	up_read(&nfile->vm->lock);
 
 	npu_debugfs_queues(m, nfile);
 }

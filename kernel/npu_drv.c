@@ -80,10 +80,10 @@ int npu_ioctl_context_info(struct drm_device *drm, void *data,
 	args->bo_bytes = atomic64_read(&nfile->stats.bo_bytes);
 	args->device_bytes = atomic64_read(&nfile->stats.device_bytes);
 	args->pinned_bytes = atomic64_read(&nfile->stats.pinned_bytes);
-	mutex_lock(&nfile->vm->lock);
+	down_read(&nfile->vm->lock);
 	args->mapping_count = nfile->vm->mapping_count;
 	args->mapped_bytes = nfile->vm->mapped_bytes;
-	mutex_unlock(&nfile->vm->lock);
+	up_read(&nfile->vm->lock);
 	return 0;
 }
 

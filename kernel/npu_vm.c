@@ -30,7 +30,7 @@ struct npu_vm *npu_vm_create(struct npu_device *ndev)
 	if (!vm)
 		return NULL;
 	kref_init(&vm->refcount);
-	mutex_init(&vm->lock);
+	init_rwsem(&vm->lock);
 	vm->va_start = ndev->props.va_start;
 	vm->va_end = ndev->props.va_end;
 	drm_mm_init(&vm->mm, ndev->props.va_start,
@@ -40,7 +40,7 @@ struct npu_vm *npu_vm_create(struct npu_device *ndev)
 
 static void npu_mapping_free(struct npu_vm *vm, struct npu_mapping *map)
 {
-	lockdep_assert_held(&vm->lock);
+	lockdep_assert_held_write(&vm->lock);
 
 	drm_mm_remove_node(&map->node);
 	vm->mapping_count--;
@@ -55,13 +55,12 @@ static void npu_vm_release(struct kref *kref)
 	struct npu_vm *vm = container_of(kref, struct npu_vm, refcount);
 	struct drm_mm_node *node, *next;
 
-	mutex_lock(&vm->lock);
+	down_write(&vm->lock);
 	drm_mm_for_each_node_safe(node, next, &vm->mm)
 		npu_mapping_free(vm, container_of(node, struct npu_mapping,
 						  node));
-	mutex_unlock(&vm->lock);
+	up_write(&vm->lock);
 	drm_mm_takedown(&vm->mm);
-	mutex_destroy(&vm->lock);
 	kfree(vm);
 }
 
@@ -145,7 +144,7 @@ int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
 	struct npu_mapping *tlb = NULL;
 	int ret = 0;
 
-	mutex_lock(&vm->lock);
+	down_read(&vm->lock);
 	while (len) {
 		size_t in_page = offset_in_page(addr);
 		size_t n = min_t(size_t, len, PAGE_SIZE - in_page);
@@ -167,7 +166,7 @@ int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
 		buf += n;
 		len -= n;
 	}
-	mutex_unlock(&vm->lock);
+	up_read(&vm->lock);
 	return ret;
 }
 
@@ -191,7 +190,7 @@ static int npu_vm_fault(struct page *page, u64 addr, u64 *fault_addr)
  * @fault_addr: the faulting address on -EFAULT/-EACCES.
  *
  * Runs in the fence-signalling path: no allocation. The lock is dropped
- * between slices so binds and other engines get a turn.
+ * between slices so binds get a turn.
  */
 int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 		u64 *fault_addr)
@@ -202,7 +201,7 @@ int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 
 		if (ktime_get_coarse_ns() > deadline_ns)
 			return -ETIMEDOUT;
-		mutex_lock(&vm->lock);
+		down_read(&vm->lock);
 		while (len && slice--) {
 			size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(src));
 			struct page *sp, *dp;
@@ -211,12 +210,12 @@ int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 			n = min_t(size_t, n, PAGE_SIZE - offset_in_page(dst));
 			sp = npu_vm_translate(vm, &stlb, src, false);
 			if (IS_ERR(sp)) {
-				mutex_unlock(&vm->lock);
+				up_read(&vm->lock);
 				return npu_vm_fault(sp, src, fault_addr);
 			}
 			dp = npu_vm_translate(vm, &dtlb, dst, true);
 			if (IS_ERR(dp)) {
-				mutex_unlock(&vm->lock);
+				up_read(&vm->lock);
 				return npu_vm_fault(dp, dst, fault_addr);
 			}
 			s = kmap_local_page(sp);
@@ -228,7 +227,7 @@ int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 			dst += n;
 			len -= n;
 		}
-		mutex_unlock(&vm->lock);
+		up_read(&vm->lock);
 	}
 	return 0;
 }
@@ -254,7 +253,7 @@ int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
 
 		if (ktime_get_coarse_ns() > deadline_ns)
 			return -ETIMEDOUT;
-		mutex_lock(&vm->lock);
+		down_read(&vm->lock);
 		while (len && slice--) {
 			size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(dst));
 			struct page *dp = npu_vm_translate(vm, &tlb, dst, true);
@@ -262,7 +261,7 @@ int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
 			size_t i;
 
 			if (IS_ERR(dp)) {
-				mutex_unlock(&vm->lock);
+				up_read(&vm->lock);
 				return npu_vm_fault(dp, dst, fault_addr);
 			}
 			d = (u8 *)kmap_local_page(dp) + offset_in_page(dst);
@@ -277,7 +276,7 @@ int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
 			dst += n;
 			len -= n;
 		}
-		mutex_unlock(&vm->lock);
+		up_read(&vm->lock);
 	}
 	return 0;
 }
@@ -324,14 +323,14 @@ static int npu_vm_map(struct npu_file *nfile, struct drm_npu_vm_bind *args)
 	map->node.start = args->addr;
 	map->node.size = args->size;
 
-	mutex_lock(&vm->lock);
+	down_write(&vm->lock);
 	ret = drm_mm_reserve_node(&vm->mm, &map->node);
 	if (!ret) {
 		vm->mapping_count++;
 		vm->mapped_bytes += args->size;
 		atomic_inc(&npu_live.mappings);
 	}
-	mutex_unlock(&vm->lock);
+	up_write(&vm->lock);
 	if (ret) {
 		drm_dbg(drm, "vm_bind: 0x%llx+0x%llx overlaps a mapping\n",
 			args->addr, args->size);
@@ -356,14 +355,14 @@ static int npu_vm_unmap(struct npu_file *nfile, struct drm_npu_vm_bind *args)
 	if (args->flags || args->handle || args->bo_offset)
 		return -EINVAL;
 
-	mutex_lock(&vm->lock);
+	down_write(&vm->lock);
 	map = npu_vm_find(vm, args->addr);
 	if (map && map->node.start == args->addr &&
 	    map->node.size == args->size) {
 		npu_mapping_free(vm, map);
 		ret = 0;
 	}
-	mutex_unlock(&vm->lock);
+	up_write(&vm->lock);
 	if (ret)
 		drm_dbg(&nfile->ndev->drm, "vm_unbind: no mapping 0x%llx+0x%llx\n",
 			args->addr, args->size);

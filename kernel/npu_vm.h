@@ -6,7 +6,7 @@
 #define __NPU_VM_H__
 
 #include <linux/kref.h>
-#include <linux/mutex.h>
+#include <linux/rwsem.h>
 #include <linux/types.h>
 
 #include <drm/drm_mm.h>
@@ -18,9 +18,11 @@ struct page;
  * struct npu_vm - the device address space of one context
  * @refcount: the context holds one reference, every job another, so the
  *            mappings a running job uses outlive a closed file.
- * @lock: protects @mm, the mappings in it and the counters. Taken by
- *        binds, by device accesses while they translate, and by debugfs.
- *        Nothing that waits for device work may be done under it.
+ * @lock: protects @mm, the mappings in it and the counters. Binds take
+ *        it for writing; device accesses while they translate, and
+ *        debugfs and statistics, for reading, so engines of one context
+ *        do not wait for each other. Nothing that waits for device work
+ *        may be done under it.
  * @mm: the mappings, as drm_mm nodes at the addresses user space chose.
  * @va_start: first address of the space.
  * @va_end: one past its last address.
@@ -29,7 +31,7 @@ struct page;
  */
 struct npu_vm {
 	struct kref refcount;
-	struct mutex lock; /* see @lock above */
+	struct rw_semaphore lock; /* see @lock above */
 	struct drm_mm mm;
 	u64 va_start;
 	u64 va_end;

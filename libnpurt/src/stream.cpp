@@ -36,6 +36,18 @@ constexpr int64_t kBurstGapNs = int64_t{10} * 1000000;
 // not per launch. Work ahead that ends, a full batch, or anything that
 // needs the batch's point submits it sooner.
 constexpr auto kGather = std::chrono::microseconds(100);
+// Tasks that move more than this many bytes (or GEMMs of more
+// multiply-adds) are worth a submission of their own: queued in the
+// kernel they start the moment the work ahead ends, where a batch waits
+// for the flusher to notice. The driver's small-job limit, too.
+constexpr uint64_t kBatchMaxCost = 64 << 10;
+
+uint64_t taskCost(const TaskInfo &t)
+{
+	if (t.op == npurtOpGemm)
+		return t.m * t.n * t.k;  // validated: does not overflow
+	return t.bytes;
+}
 
 std::mutex gHandleMutex;  // guards gStreams, gEvents
 std::set<const npurtStream_st *> gStreams;
@@ -292,15 +304,15 @@ bool spinFor(const drm_npu_queue_completion *rec, uint64_t point, int64_t deadli
 
 }  // namespace
 
-int waitPoint(const Point &p, int64_t deadlineNs)
+int waitPoint(const Point &p, int64_t deadlineNs, bool spin)
 {
 	if (!p)
 		return 0;
 	if (const auto *rec = p.tl->record.load(std::memory_order_acquire)) {
 		if (__atomic_load_n(&rec->completed, __ATOMIC_ACQUIRE) >= p.value)
 			return 0;
-		if (int64_t spin = spinNs())
-			if (spinFor(rec, p.value, std::min(deadlineNs, monotonicNs() + spin)))
+		if (int64_t ns = spin ? spinNs() : 0)
+			if (spinFor(rec, p.value, std::min(deadlineNs, monotonicNs() + ns)))
 				return 0;
 	}
 	drm_syncobj_timeline_wait w{};
@@ -802,7 +814,8 @@ void Stream::flusherLoop()
 			}
 		}
 		// Bounded, so that a stream being destroyed is not held up.
-		if (ahead && waitPoint(ahead, monotonicNs() + int64_t{20} * 1000000) == -ETIME)
+		if (ahead &&
+		    waitPoint(ahead, monotonicNs() + int64_t{20} * 1000000, false) == -ETIME)
 			continue;
 		std::unique_lock<std::mutex> submitting(submitMutex_);
 		std::unique_lock<std::mutex> lock(mutex_);
@@ -861,7 +874,8 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 			hot = burst_ && now - lastEnqueue_ <= kBurstGapNs;
 			lastEnqueue_ = now;
 		}
-		bool batching = !callerWaits && !launchBlocking() && waits_.empty() &&
+		bool batching = !callerWaits && taskCost(info) <= kBatchMaxCost &&
+		                !launchBlocking() && waits_.empty() &&
 		                (open ? batch_.engineClass == static_cast<int>(engineClass)
 		                      : hot || state == DeviceState::Busy);
 		if (batching) {

@@ -345,8 +345,10 @@ bool unregisterEvent(Event *ev);
 // Detaches every event from a context being destroyed.
 void forgetContextInEvents(Context *ctx);
 
-// Waits for a point; 0, -ETIME at the deadline, or -errno.
-int waitPoint(const Point &p, int64_t deadlineNs);
+// Waits for a point; 0, -ETIME at the deadline, or -errno. spin: poll
+// the queue's completion record for a while before sleeping (for threads
+// that wait on behalf of the application, not for the runtime's own).
+int waitPoint(const Point &p, int64_t deadlineNs, bool spin = true);
 // CLOCK_MONOTONIC now, and a deadline timeoutMs from now (-1: forever).
 int64_t monotonicNs();
 // CLOCK_MONOTONIC_COARSE: a few ms of resolution, but no clock device read.

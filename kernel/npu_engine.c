@@ -65,9 +65,13 @@ static int npu_engine_init(struct npu_device *ndev, struct npu_engine *engine,
 			return -ENOMEM;
 		}
 	}
-	/* In the fence-signalling path: it must make progress under reclaim. */
-	engine->wq = alloc_ordered_workqueue("%s", WQ_MEM_RECLAIM | WQ_HIGHPRI,
-					     engine->name);
+	/*
+	 * In the fence-signalling path: it must make progress under reclaim.
+	 * Normal priority: the emulated engine runs on the CPUs the
+	 * application uses, and a high-priority worker starved its threads
+	 * (the runtime's flushers among them) while jobs ran.
+	 */
+	engine->wq = alloc_ordered_workqueue("%s", WQ_MEM_RECLAIM, engine->name);
 	if (!engine->wq) {
 		ret = -ENOMEM;
 		goto err_scratch;

@@ -62,6 +62,12 @@ run example_fault_report cmd "$bin/example_fault_report"
 run example_profile_trace cmd "$bin/example_profile_trace" "$results/profile_trace.json"
 run npu-smi cmd "$bin/npu-smi"
 run npu-smi-json cmd "$bin/npu-smi" --json
+# Waits that sleep at once (no polling of the completion record) and a
+# malformed setting (which means the default).
+NPURT_SPIN_US=0 run npurt_vm_tests-spin_us=0 gtest "$bin/npurt_vm_tests" \
+	--gtest_filter='Streams.*:Events.*:AsyncCopies.*'
+NPURT_SPIN_US=junk run npurt_vm_tests-spin_us=junk gtest "$bin/npurt_vm_tests" \
+	--gtest_filter='Streams.*'
 
 # Other shapes of the device, with the suites they concern (a full pass
 # per shape would multiply the run time): 1 and 4 NPUs for discovery and

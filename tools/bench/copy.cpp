@@ -286,11 +286,13 @@ void benchCopy(const Options &o)
 					const int k = 4;
 					double t0 = now();
 					for (int i = 0; i < k; i++) {
-						check(npurtHostRegister(page.p, chunk,
-						                        h2d ? npurtHostRegisterReadOnly
-						                            : npurtHostRegisterDefault),
+						check(npurtHostRegister(
+						              page.p, chunk,
+						              h2d ? npurtHostRegisterReadOnly
+						                  : npurtHostRegisterDefault),
 						      "host register");
-						check(npurtHostUnregister(page.p), "host unregister");
+						check(npurtHostUnregister(page.p),
+						      "host unregister");
 					}
 					double stage = (now() - t0) / k;
 					double eng = e.seconds / static_cast<double>(e.tasks);

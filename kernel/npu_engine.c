@@ -32,6 +32,7 @@ static void npu_engine_fini(struct npu_engine *engine)
 	drm_sched_fini(&engine->sched);
 	destroy_workqueue(engine->wq);
 	npu_compute_scratch_free(engine->scratch);
+	free_pages((unsigned long)engine->bounce, 1);
 	mutex_destroy(&engine->exec_lock);
 }
 
@@ -64,6 +65,12 @@ static int npu_engine_init(struct npu_device *ndev, struct npu_engine *engine,
 			mutex_destroy(&engine->exec_lock);
 			return -ENOMEM;
 		}
+	} else {
+		engine->bounce = (void *)__get_free_pages(GFP_KERNEL, 1);
+		if (!engine->bounce) {
+			mutex_destroy(&engine->exec_lock);
+			return -ENOMEM;
+		}
 	}
 	/*
 	 * In the fence-signalling path: it must make progress under reclaim.
@@ -85,6 +92,7 @@ err_wq:
 	destroy_workqueue(engine->wq);
 err_scratch:
 	npu_compute_scratch_free(engine->scratch);
+	free_pages((unsigned long)engine->bounce, 1);
 	mutex_destroy(&engine->exec_lock);
 	return ret;
 }

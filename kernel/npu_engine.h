@@ -38,6 +38,8 @@ struct npu_compute_scratch;
  * @fence_seqno: last hardware fence seqno.
  * @fence_lock: lock of the hardware fences.
  * @scratch: compute engines' working memory.
+ * @bounce: copy engines' two bounce pages (see npu_vm_copy()), used under
+ *          @exec_lock.
  * @queues: queues feeding this engine (for picking the least loaded).
  * @busy_ns: time spent running jobs.
  * @jobs_done: jobs run to completion, with or without error.
@@ -59,6 +61,7 @@ struct npu_engine {
 	atomic64_t fence_seqno;
 	spinlock_t fence_lock; /* see @fence_lock above */
 	struct npu_compute_scratch *scratch;
+	void *bounce;
 	atomic_t queues;
 	atomic64_t busy_ns;
 	atomic64_t jobs_done;

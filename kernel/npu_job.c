@@ -165,7 +165,8 @@ static int npu_job_execute(struct npu_job *job, u64 deadline, u64 *fault_addr,
 			const struct drm_npu_pkt_copy *c = (const void *)hdr;
 
 			ret = npu_vm_copy(job->vm, c->dst, c->src, c->size,
-					  deadline, fault_addr);
+					  deadline, job->engine->bounce,
+					  fault_addr);
 			break;
 		}
 		case DRM_NPU_PKT_FILL: {

@@ -67,7 +67,7 @@ struct page *npu_vm_translate(struct npu_vm *vm, struct npu_mapping **tlb, u64 a
 int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
 	      bool write, u64 *fault_addr);
 int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
-		u64 *fault_addr);
+		void *bounce, u64 *fault_addr);
 int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
 		u64 deadline_ns, u64 *fault_addr);
 

@@ -213,14 +213,11 @@ bool zeroCopy(npurt::Stream *s, uint64_t devAddr, void *host, size_t count, bool
 	                  toDevice ? "copy host (pageable, direct) -> device"
 	                           : "copy device -> host (pageable, direct)",
 	                  site, true);
-	if (!*err) {
-		// The engine must be done with the pages before they are unpinned.
-		if (npurt::waitPoint(s->tail(), INT64_MAX))
-			*err = setError(npurtErrorOperatingSystem,
-			                std::string(api) + ": waiting for the copy failed");
-		else
-			*err = s->checkFailureLocked(api);
-	}
+	// The engine must be done with the pages before they are unpinned;
+	// synchronize also waits for the copy should it have been deferred
+	// behind a host function another thread enqueued meanwhile.
+	if (!*err)
+		*err = s->synchronize(-1, api);
 	c.unpinHost(pin);
 	return true;
 }

@@ -39,6 +39,9 @@ deps:
 kernel: deps
 	@$(TOP)/kernel/configure.sh $(KDIR) $(TOP)/kernel/npu_config.h
 	$(MAKE) -C $(KDIR) M=$(TOP)/kernel -j$(JOBS) modules
+	@# Kbuild's generated module info source is compiled by now and made
+	@# again when needed; removed so kernel/*.c holds only our sources.
+	@rm -f $(TOP)/kernel/npu.mod.c
 
 $(CMAKE_BUILD)/Makefile: CMakeLists.txt | deps
 	cmake -S $(TOP) -B $(CMAKE_BUILD) -DCMAKE_INSTALL_PREFIX=$(or $(PREFIX),/usr/local) >/dev/null

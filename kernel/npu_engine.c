@@ -59,18 +59,13 @@ static int npu_engine_init(struct npu_device *ndev, struct npu_engine *engine,
 	engine->direct_context = dma_fence_context_alloc(1);
 	mutex_init(&engine->exec_lock);
 
-	if (class == DRM_NPU_ENGINE_COMPUTE) {
+	if (class == DRM_NPU_ENGINE_COMPUTE)
 		engine->scratch = npu_compute_scratch_alloc();
-		if (!engine->scratch) {
-			mutex_destroy(&engine->exec_lock);
-			return -ENOMEM;
-		}
-	} else {
+	else
 		engine->bounce = (void *)__get_free_pages(GFP_KERNEL, 1);
-		if (!engine->bounce) {
-			mutex_destroy(&engine->exec_lock);
-			return -ENOMEM;
-		}
+	if (!engine->scratch && !engine->bounce) {
+		ret = -ENOMEM;
+		goto err_scratch;
 	}
 	/*
 	 * In the fence-signalling path: it must make progress under reclaim.

@@ -820,11 +820,8 @@ npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags)
 			                "npurtHostRegister: " + hex(addrOf(ptr)) +
 			                        " is device memory");
 		bool readonly = flags & npurtHostRegisterReadOnly;
-		drm_npu_bo_userptr u{};
-		u.user_ptr = start;
-		u.size = end - start;
-		u.flags = readonly ? DRM_NPU_BO_USERPTR_READONLY : 0;
-		int ret = c->node().ioctl(DRM_IOCTL_NPU_BO_FROM_USERPTR, &u);
+		uint32_t handle = 0;
+		int ret = c->userptrBo(start, end - start, readonly, &handle);
 		if (ret == -ENOMEM)
 			return setError(
 			        npurtErrorHostMemoryAllocation,
@@ -842,12 +839,12 @@ npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags)
 		if (ret)
 			return setError(npurt::errorFromErrno(ret),
 			                npurt::osMessage("npurtHostRegister: pinning", ret));
-		ret = c->bind(u.handle, start, end - start, readonly);
-		Runtime::HostRange r{end - start, addrOf(ptr), size, c, u.handle, false};
+		ret = c->bind(handle, start, end - start, readonly);
+		Runtime::HostRange r{end - start, addrOf(ptr), size, c, handle, false};
 		if (ret || !rt.addHostRange(start, r)) {
 			if (!ret)
 				c->unbind(start, end - start);
-			c->closeBo(u.handle);
+			c->closeBo(handle);
 			return setError(npurtErrorHostMemoryAlreadyRegistered,
 			                "npurtHostRegister: " + hex(start) + "-" + hex(end) +
 			                        " overlaps a registered or pinned range");

@@ -308,6 +308,17 @@ npurtError_t Context::ipcClose(uint64_t addr)
 	return npurtSuccess;
 }
 
+int Context::userptrBo(uint64_t start, uint64_t size, bool readonly, uint32_t *handle)
+{
+	drm_npu_bo_userptr u{};
+	u.user_ptr = start;
+	u.size = size;
+	u.flags = readonly ? DRM_NPU_BO_USERPTR_READONLY : 0;
+	int ret = node_.ioctl(DRM_IOCTL_NPU_BO_FROM_USERPTR, &u);
+	*handle = u.handle;
+	return ret;
+}
+
 bool Context::pinHost(const void *ptr, size_t size, bool readonly, HostPin *out)
 {
 	constexpr uint64_t kPage = 4096;
@@ -316,20 +327,17 @@ bool Context::pinHost(const void *ptr, size_t size, bool readonly, HostPin *out)
 	if (!size || end < start || end > UINT64_MAX - kPage)
 		return false;
 	end = (end + kPage - 1) & ~(kPage - 1);
-	drm_npu_bo_userptr u{};
-	u.user_ptr = start;
-	u.size = end - start;
-	u.flags = readonly ? DRM_NPU_BO_USERPTR_READONLY : 0;
-	if (node_.ioctl(DRM_IOCTL_NPU_BO_FROM_USERPTR, &u))
+	uint32_t handle = 0;
+	if (userptrBo(start, end - start, readonly, &handle))
 		return false;
 	uint64_t va = space_.allocate(end - start, kPage);
-	if (!va || bind(u.handle, va, end - start, readonly)) {
+	if (!va || bind(handle, va, end - start, readonly)) {
 		if (va)
 			space_.release(va, end - start);
-		closeBo(u.handle);
+		closeBo(handle);
 		return false;
 	}
-	*out = {start, va, end - start, u.handle};
+	*out = {start, va, end - start, handle};
 	return true;
 }
 

@@ -67,6 +67,9 @@ public:
 	// The pool segment containing addr: its base, size and BO handle.
 	bool findSegment(uint64_t addr, uint64_t *base, uint64_t *size, uint32_t *handle);
 
+	// A USERPTR BO pinning the pages [start, start + size) of this process
+	// (page-aligned); 0 or -errno from the driver.
+	int userptrBo(uint64_t start, uint64_t size, bool readonly, uint32_t *handle);
 	// Bind a BO at addr in this context's address space.
 	int bind(uint32_t handle, uint64_t addr, uint64_t size, bool readonly);
 	int unbind(uint64_t addr, uint64_t size);

@@ -308,13 +308,11 @@ int waitPoint(const Point &p, int64_t deadlineNs, bool spin)
 {
 	if (!p)
 		return 0;
-	if (const auto *rec = p.tl->record.load(std::memory_order_acquire)) {
-		if (__atomic_load_n(&rec->completed, __ATOMIC_ACQUIRE) >= p.value)
+	// Without spinning, spinFor only looks once.
+	if (const auto *rec = p.tl->record.load(std::memory_order_acquire))
+		if (spinFor(rec, p.value,
+		            std::min(deadlineNs, monotonicNs() + (spin ? spinNs() : 0))))
 			return 0;
-		if (int64_t ns = spin ? spinNs() : 0)
-			if (spinFor(rec, p.value, std::min(deadlineNs, monotonicNs() + ns)))
-				return 0;
-	}
 	drm_syncobj_timeline_wait w{};
 	uint32_t handle = p.tl->syncobj;
 	uint64_t point = p.value;
@@ -396,9 +394,7 @@ npurtError_t Stream::ensureTimeline(uint32_t engineClass)
 	tl->engineClass = engineClass;
 	tl->engineId = qc.engine_id;
 	tl->ordinal = ctx_.ordinal();
-	if (doneSlot_[engineClass])
-		tl->record =
-		        reinterpret_cast<const drm_npu_queue_completion *>(doneSlot_[engineClass]);
+	tl->record = completion(static_cast<int>(engineClass));
 	timelines_[engineClass] = std::move(tl);
 	return npurtSuccess;
 }
@@ -522,9 +518,9 @@ Stream::DeviceState Stream::deviceState() const
 {
 	if (lastClass_ < 0)
 		return DeviceState::Idle;
-	if (!doneSlot_[lastClass_])
+	const drm_npu_queue_completion *rec = completion(lastClass_);
+	if (!rec)
 		return DeviceState::Unknown;
-	const auto *rec = reinterpret_cast<const drm_npu_queue_completion *>(doneSlot_[lastClass_]);
 	uint64_t done = __atomic_load_n(&rec->completed, __ATOMIC_ACQUIRE);
 	if (done < last_[lastClass_])
 		return DeviceState::Busy;
@@ -575,11 +571,7 @@ void Stream::dropJob(Batch &job)
 		ctx_.freeTimestampSlot(t.tsStart);
 		ctx_.freeTimestampSlot(t.tsEnd);
 	}
-	job.tasks.clear();
-	job.cmds.clear();
-	job.engineClass = -1;
-	job.profiled = false;
-	job.callerWaits = false;
+	job.clear();
 }
 
 const TaskInfo *Stream::findTask(uint32_t engineClass, uint64_t point, uint32_t offset,
@@ -694,11 +686,7 @@ npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std
 		pt.ctx = &ctx_;
 		profileTask(pt);
 	}
-	job.tasks.clear();
-	job.cmds.clear();
-	job.engineClass = -1;
-	job.profiled = false;
-	job.callerWaits = false;
+	job.clear();
 	return npurtSuccess;
 }
 
@@ -722,9 +710,8 @@ npurtError_t Stream::splitJob(Batch &whole, const char *api)
 		if (err && first == npurtSuccess)
 			first = err;
 	}
-	whole.tasks.clear();
-	whole.cmds.clear();
-	whole.engineClass = -1;
+	// Its flags too: the buffers serve the next batch.
+	whole.clear();
 	if (first == npurtSuccess)
 		return npurtSuccess;
 	return setError(failed_ ? failed_ : first, std::string(api) + ": " + failMessage_);
@@ -1048,10 +1035,9 @@ npurtError_t Stream::recover(const char *api)
 			                osMessage(std::string(api) + ": queue reset", ret));
 	}
 	// Nothing runs on the queues now: forget the failed jobs' errors.
-	for (uint64_t slot : doneSlot_)
-		if (slot)
-			__atomic_store_n(&reinterpret_cast<drm_npu_queue_completion *>(slot)->error,
-			                 0, __ATOMIC_RELAXED);
+	for (int cls = 0; cls < 2; cls++)
+		if (drm_npu_queue_completion *rec = completion(cls))
+			__atomic_store_n(&rec->error, 0, __ATOMIC_RELAXED);
 	// Everything submitted has ended: later work must not take the failed
 	// jobs as in-fences (it would be cancelled with their error).
 	lastClass_ = -1;

@@ -211,6 +211,15 @@ private:
 		bool callerWaits = false;  // DRM_NPU_SUBMIT_CALLER_WAITS
 		CmdBuffer cmds;
 		std::vector<TaskInfo> tasks;
+		// Empty again, keeping its memory.
+		void clear()
+		{
+			engineClass = -1;
+			profiled = false;
+			callerWaits = false;
+			cmds.clear();
+			tasks.clear();
+		}
 	};
 	// The submitted task number seq (from 1) and the point of its job, in
 	// history_[seq % kTaskHistory] while it is among the last ones.
@@ -266,6 +275,11 @@ private:
 	uint64_t last_[2] = {0, 0};
 	// Pinned completion records (drm_npu_queue_completion) of the queues.
 	uint64_t doneSlot_[2] = {0, 0};
+	// The completion record of the engine class's queue, or null.
+	drm_npu_queue_completion *completion(int engineClass) const
+	{
+		return reinterpret_cast<drm_npu_queue_completion *>(doneSlot_[engineClass]);
+	}
 	// Tasks not yet submitted: one job's packets, all of one engine class;
 	// and the batch being submitted.
 	Batch batch_, job_;

@@ -17,7 +17,7 @@ CHECKPATCH := $(BUILD)/linux-src/scripts/checkpatch.pl
 KERNEL_SOURCES = $(filter-out %.mod.c %/npu_config.h,$(wildcard $(TOP)/kernel/*.c \
 	$(TOP)/kernel/*.h $(TOP)/kernel/probes/*.c))
 
-.PHONY: all deps kernel userspace kselftests test demo bench check check-kernel \
+.PHONY: all deps kernel userspace kselftests test demo bench check check-kernel perf-probes \
 	check-cxx load unload install clean help
 
 all: kernel userspace kselftests
@@ -67,6 +67,12 @@ bench: all
 
 demo: all
 	@$(VMRUN) --out $(BUILD)/vm-demo $(addprefix -p ,$(PARAMS)) -- $(CMAKE_BUILD)/bin/npurt-demo
+
+# Measurements behind issue #6's notes that npurt-bench does not make
+# (enqueue cost with the device busy, copy speed per buffer pair, the
+# emulator's TLB collisions), in one VM boot.
+perf-probes: all
+	@$(TOP)/tools/perf/run.sh
 
 check: check-kernel check-cxx
 

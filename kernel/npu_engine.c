@@ -32,7 +32,7 @@ static void npu_engine_fini(struct npu_engine *engine)
 	drm_sched_fini(&engine->sched);
 	destroy_workqueue(engine->wq);
 	npu_compute_scratch_free(engine->scratch);
-	free_pages((unsigned long)engine->bounce, 1);
+	free_pages((unsigned long)engine->copy.bounce, 1);
 	mutex_destroy(&engine->exec_lock);
 }
 
@@ -62,8 +62,8 @@ static int npu_engine_init(struct npu_device *ndev, struct npu_engine *engine,
 	if (class == DRM_NPU_ENGINE_COMPUTE)
 		engine->scratch = npu_compute_scratch_alloc();
 	else
-		engine->bounce = (void *)__get_free_pages(GFP_KERNEL, 1);
-	if (!engine->scratch && !engine->bounce) {
+		engine->copy.bounce = (void *)__get_free_pages(GFP_KERNEL, 1);
+	if (!engine->scratch && !engine->copy.bounce) {
 		ret = -ENOMEM;
 		goto err_scratch;
 	}
@@ -87,7 +87,7 @@ err_wq:
 	destroy_workqueue(engine->wq);
 err_scratch:
 	npu_compute_scratch_free(engine->scratch);
-	free_pages((unsigned long)engine->bounce, 1);
+	free_pages((unsigned long)engine->copy.bounce, 1);
 	mutex_destroy(&engine->exec_lock);
 	return ret;
 }

@@ -14,6 +14,8 @@
 
 #include <drm/gpu_scheduler.h>
 
+#include "npu_vm.h"
+
 struct npu_device;
 struct npu_compute_scratch;
 
@@ -38,8 +40,8 @@ struct npu_compute_scratch;
  * @fence_seqno: last hardware fence seqno.
  * @fence_lock: lock of the hardware fences.
  * @scratch: compute engines' working memory.
- * @bounce: copy engines' two bounce pages (see npu_vm_copy()), used under
- *          @exec_lock.
+ * @copy: copy engines' bounce pages (used under @exec_lock) and counters
+ *        (see npu_vm_copy()).
  * @queues: queues feeding this engine (for picking the least loaded).
  * @busy_ns: time spent running jobs.
  * @jobs_done: jobs run to completion, with or without error.
@@ -61,7 +63,7 @@ struct npu_engine {
 	atomic64_t fence_seqno;
 	spinlock_t fence_lock; /* see @fence_lock above */
 	struct npu_compute_scratch *scratch;
-	void *bounce;
+	struct npu_copy_unit copy;
 	atomic_t queues;
 	atomic64_t busy_ns;
 	atomic64_t jobs_done;

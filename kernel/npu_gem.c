@@ -18,6 +18,7 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/vmalloc.h>
 
 #include <drm/drm_prime.h>
 #include <drm/drm_print.h>
@@ -94,6 +95,8 @@ static void npu_shmem_bo_free(struct drm_gem_object *obj)
 	struct npu_device *ndev = bo->ndev;
 
 	if (bo->pages) {
+		if (bo->alias)
+			vunmap(bo->alias);
 		drm_gem_shmem_unpin(&bo->shmem);
 		if (bo->kind == DRM_NPU_BO_DEVICE)
 			atomic64_sub(obj->size, &ndev->mem_used);
@@ -184,6 +187,8 @@ int npu_ioctl_bo_create(struct drm_device *drm, void *data,
 	}
 	bo->pages = shmem->pages;
 	bo->npages = size >> PAGE_SHIFT;
+	/* Only a speed-up (npu_vm_copy()): the BO works without it. */
+	bo->alias = vmap(bo->pages, bo->npages, VM_MAP, PAGE_KERNEL);
 	npu_bo_account(ndev);
 
 	ret = drm_gem_handle_create(file, &shmem->base, &args->handle);
@@ -395,6 +400,7 @@ struct drm_gem_object *npu_gem_prime_import(struct drm_device *drm,
 	bo->kind = DRM_NPU_BO_IMPORTED;
 	bo->pages = src->pages;
 	bo->npages = src->npages;
+	bo->alias = src->alias;
 	get_dma_buf(dma_buf);
 	bo->import = dma_buf;
 	bo->shmem.base.funcs = &npu_imported_bo_funcs;

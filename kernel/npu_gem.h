@@ -22,6 +22,10 @@ struct npu_device;
  *         life: shmem BOs are pinned at creation, userptr pages pinned,
  *         imported BOs use their exporter's pinned pages.
  * @npages: number of pages.
+ * @alias: DEVICE and HOST BOs: a second kernel mapping of @pages (vmap),
+ *         or NULL. The copy engine uses it when a page's linear-map
+ *         address would collide with its partner's (see npu_vm_copy()).
+ *         IMPORTED BOs borrow their exporter's.
  * @mm: USERPTR: the mm whose pinned_vm was charged.
  * @import: IMPORTED: the dma-buf whose exporter BO backs this one; holding
  *          it keeps the exporter's pages alive.
@@ -33,6 +37,7 @@ struct npu_bo {
 	bool readonly;
 	struct page **pages;
 	unsigned long npages;
+	void *alias;
 	struct mm_struct *mm;
 	struct dma_buf *import;
 };

@@ -165,7 +165,7 @@ static int npu_job_execute(struct npu_job *job, u64 deadline, u64 *fault_addr,
 			const struct drm_npu_pkt_copy *c = (const void *)hdr;
 
 			ret = npu_vm_copy(job->vm, c->dst, c->src, c->size,
-					  deadline, job->engine->bounce,
+					  deadline, &job->engine->copy,
 					  fault_addr);
 			break;
 		}

@@ -5,6 +5,7 @@
 #ifndef __NPU_VM_H__
 #define __NPU_VM_H__
 
+#include <linux/atomic.h>
 #include <linux/kref.h>
 #include <linux/rwsem.h>
 #include <linux/types.h>
@@ -53,6 +54,20 @@ struct npu_mapping {
 	bool readonly;
 };
 
+/**
+ * struct npu_copy_unit - a copy engine's means for npu_vm_copy()
+ * @bounce: two adjacent pages for copies between colliding pages, or NULL.
+ * @aliased: pages copied through a BO's second mapping (npu_bo.alias).
+ * @bounced: pages copied through @bounce.
+ *
+ * Both counters only add up: they show in debugfs's npu_engines.
+ */
+struct npu_copy_unit {
+	void *bounce;
+	atomic64_t aliased;
+	atomic64_t bounced;
+};
+
 struct npu_vm *npu_vm_create(struct npu_device *ndev);
 void npu_vm_put(struct npu_vm *vm);
 
@@ -67,7 +82,7 @@ struct page *npu_vm_translate(struct npu_vm *vm, struct npu_mapping **tlb, u64 a
 int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
 	      bool write, u64 *fault_addr);
 int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
-		void *bounce, u64 *fault_addr);
+		struct npu_copy_unit *unit, u64 *fault_addr);
 int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
 		u64 deadline_ns, u64 *fault_addr);
 

@@ -1890,6 +1890,107 @@ TEST_F(submit, caller_waits_runs_inline)
 	EXPECT_EQ(0, queue_error(self->fd, self->q.queue_id));
 }
 
+/*
+ * Copy @page bytes from @src to each of the @n pages at @dst (one packet
+ * per page) on the fixture's queue, and report how many page copies the
+ * engine made through a BO's second mapping and through a bounce page.
+ */
+static void copy_page_to_each(struct __test_metadata *_metadata,
+			      struct _test_data_submit *self, __u64 src,
+			      __u64 dst, unsigned int n, long long *aliased,
+			      long long *bounced)
+{
+	size_t size = (size_t)n * 2 * sizeof(struct drm_npu_pkt_copy);
+	struct nsub_engine_stats before, after;
+	struct npu_cmdbuf cb;
+	void *cmds = malloc(size);
+	unsigned int i;
+
+	ASSERT_NE(NULL, cmds);
+	npu_cmdbuf_init(&cb, cmds, size);
+	for (i = 0; i < n; i++)
+		npu_emit_copy(&cb, src, dst + (__u64)i * self->page,
+			      self->page);
+	ASSERT_EQ(0, nsub_engine_stats(self->dbg, self->q.engine_id, &before));
+	EXPECT_EQ(0, run_cmds(self->fd, &self->q, &cb, self->wait_ms, NULL));
+	ASSERT_EQ(0, nsub_engine_stats(self->dbg, self->q.engine_id, &after));
+	EXPECT_EQ(0, queue_error(self->fd, self->q.queue_id));
+	*aliased = after.aliased - before.aliased;
+	*bounced = after.bounced - before.bounced;
+	free(cmds);
+}
+
+/*
+ * Pages whose kernel addresses are equal modulo 64 pages evict each other
+ * in an emulator's TLB, so the copy engine copies such a pair through the
+ * BO's second mapping (device and host BOs) or a bounce page (userptr BOs,
+ * which have none). One page copied to each of 1024 others meets such a
+ * pair for all but vanishing odds; every byte must still land where it was
+ * sent, and nothing next to it.
+ */
+TEST_F(submit, colliding_pages_copy_through_an_alias)
+{
+	const unsigned int n = 1024;
+	const __u64 span = (__u64)n * self->page;
+	/* BO 1 from an odd page offset, mapped a second time. */
+	const __u64 bo_off = 4 * MIB + 3 * self->page;
+	const __u64 window = self->mem[1].va + 128 * MIB;
+	long long aliased, bounced;
+	unsigned char *a = MAP_FAILED, *b = MAP_FAILED;
+	__u32 ha = 0, hb = 0;
+	unsigned int i;
+
+	if (no_device(self->fd))
+		return;
+	if (!self->dbg_ok)
+		SKIP(return, "needs root and debugfs to count aliased copies");
+
+	npu_fill_pattern(cpu(self, 0, 0), self->page, 33);
+	memset(cpu(self, 1, 0), POISON, BO_SIZE);
+	ASSERT_EQ(0, npu_vm_map(self->fd, self->mem[1].bo, window, span,
+				bo_off, 0));
+	copy_page_to_each(_metadata, self, dva(self, 0, 0), window, n,
+			  &aliased, &bounced);
+	EXPECT_LE(1, aliased);
+	EXPECT_EQ(0, bounced);
+	for (i = 0; i < n; i++)
+		ASSERT_TRUE(npu_has_pattern(cpu(self, 1, bo_off + i * span / n),
+					    self->page, 33, 0))
+			TH_LOG("page %u of the window", i);
+	EXPECT_TRUE(npu_all_bytes(cpu(self, 1, 0), bo_off, POISON));
+	EXPECT_TRUE(npu_all_bytes(cpu(self, 1, bo_off + span),
+				  BO_SIZE - bo_off - span, POISON));
+	EXPECT_EQ(0, npu_vm_unmap(self->fd, window, span));
+
+	/* Userptr BOs have no second mapping: the bounce page serves. */
+	a = mmap(NULL, span, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	b = mmap(NULL, span, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	ASSERT_NE(MAP_FAILED, a);
+	ASSERT_NE(MAP_FAILED, b);
+	npu_fill_pattern(a, self->page, 34);
+	memset(b, POISON, span);
+	ASSERT_EQ(0, npu_bo_userptr(self->fd, a, span, 0, &ha));
+	ASSERT_EQ(0, npu_bo_userptr(self->fd, b, span, 0, &hb));
+	ASSERT_EQ(0, npu_vm_map(self->fd, ha, window, span, 0, 0));
+	ASSERT_EQ(0, npu_vm_map(self->fd, hb, window + span, span, 0, 0));
+	copy_page_to_each(_metadata, self, window, window + span, n, &aliased,
+			  &bounced);
+	EXPECT_EQ(0, aliased);
+	EXPECT_LE(1, bounced);
+	for (i = 0; i < n; i++)
+		ASSERT_TRUE(npu_has_pattern(b + i * self->page, self->page,
+					    34, 0))
+			TH_LOG("userptr page %u", i);
+	EXPECT_EQ(0, npu_vm_unmap(self->fd, window, span));
+	EXPECT_EQ(0, npu_vm_unmap(self->fd, window + span, span));
+	EXPECT_EQ(0, npu_gem_close(self->fd, ha));
+	EXPECT_EQ(0, npu_gem_close(self->fd, hb));
+	munmap(a, span);
+	munmap(b, span);
+}
+
 /* ---- device faults and the queue error ------------------------------ */
 
 /*

@@ -209,6 +209,10 @@ private:
 		int engineClass = -1;
 		bool profiled = false;  // some task has timestamps
 		bool callerWaits = false;  // DRM_NPU_SUBMIT_CALLER_WAITS
+		// Holds a large task, batched behind two queued jobs: the flusher
+		// submits it when the first of them ends (see Stream::submit).
+		bool deep = false;
+		uint64_t cost = 0;  // taskCost() of the tasks, summed
 		CmdBuffer cmds;
 		std::vector<TaskInfo> tasks;
 		// Empty again, keeping its memory.
@@ -217,6 +221,8 @@ private:
 			engineClass = -1;
 			profiled = false;
 			callerWaits = false;
+			deep = false;
+			cost = 0;
 			cmds.clear();
 			tasks.clear();
 		}
@@ -273,6 +279,9 @@ private:
 	std::mutex mutex_;  // guards everything below
 	std::shared_ptr<Timeline> timelines_[2];
 	uint64_t last_[2] = {0, 0};
+	// Jobs of this stream on engineClass's queue not yet complete
+	// (with mutex_ held); 0 when that cannot be told.
+	uint64_t jobsAhead(int engineClass) const;
 	// Pinned completion records (drm_npu_queue_completion) of the queues.
 	uint64_t doneSlot_[2] = {0, 0};
 	// The completion record of the engine class's queue, or null.

@@ -135,6 +135,25 @@ unsigned long latencyUs()
 	return std::min<unsigned long>(150000, moduleParam("job_timeout_ms") * 1000 / 3);
 }
 
+// Jobs the copy engines of NPU `ordinal` have run (debugfs npu_engines),
+// or -1 if unreadable.
+long long copyJobs(int ordinal)
+{
+	std::ifstream f(debugfsDir(ordinal) + "/npu_engines");
+	std::string line;
+	long long sum = -1;
+	while (std::getline(f, line)) {
+		char name[32] = "";
+		unsigned id = 0;
+		long long queues = 0, jobs = 0;
+		if (std::sscanf(line.c_str(), "engine %u %31s queues %lld jobs %lld", &id, name,
+		                &queues, &jobs) == 4 &&
+		    std::strstr(name, "-copy"))
+			sum = std::max(sum, 0LL) + jobs;
+	}
+	return sum;
+}
+
 // Every job of NPU `ordinal` starts `us` late while this lives.
 class JobLatency {
 public:
@@ -494,6 +513,64 @@ TEST_F(StreamFaults, FaultInsideABatchNamesItsTask)
 	EXPECT_TRUE(contains(msg, baseName(__FILE__) + ":" + std::to_string(line))) << msg;
 	// Task 2 ran before the fault; task 4 did not.
 	EXPECT_TRUE(all(download(d, n), 2));
+}
+
+// Large copies queued behind two jobs of their stream wait in one batch:
+// the engine then runs them back to back, in order, as one job.
+TEST_F(StreamFaults, LargeCopiesBehindTwoJobsShareOneJob)
+{
+	const size_t n = 1 << 20;
+	npurtStream_t s = stream();
+	unsigned char *a = deviceAlloc(n, 0x11), *b = deviceAlloc(n, 0x22);
+	unsigned char *c = deviceAlloc(n, 0x33), *d = deviceAlloc(n, 0x44);
+	ASSERT_TRUE(s && a && b && c && d);
+	long long before = copyJobs(0);
+	ASSERT_LE(0, before);
+	{
+		JobLatency slow(0, latencyUs());
+		ASSERT_TRUE(slow.on());
+		// 1 and 2 are submitted alone; 3 to 5 find two jobs ahead.
+		for (auto [dst, src] : {std::pair{b, a}, {c, b}, {d, c}, {a, d}, {b, d}})
+			ASSERT_EQ(npurtMemcpyAsync(dst, src, n, npurtMemcpyDeviceToDevice, s),
+			          npurtSuccess)
+			        << lastMessage();
+		EXPECT_EQ(npurtStreamSynchronize(s), npurtSuccess) << lastMessage();
+	}
+	EXPECT_EQ(copyJobs(0) - before, 3);
+	for (const unsigned char *p : {a, b, c, d})
+		EXPECT_TRUE(all(download(p, n), 0x11));
+}
+
+// A fault in such a batch names its task; the tasks after it do not run.
+TEST_F(StreamFaults, FaultInABatchOfLargeCopiesNamesItsTask)
+{
+	const size_t n = 1 << 20;
+	npurtStream_t s = stream();
+	unsigned char *a = deviceAlloc(n, 0x11), *b = deviceAlloc(n, 0x22);
+	unsigned char *c = deviceAlloc(n, 0x33);
+	void *h = nullptr;
+	ASSERT_EQ(npurtMallocHost(&h, n), npurtSuccess) << lastMessage();
+	ASSERT_TRUE(s && a && b && c && h);
+	int line = 0;
+	{
+		JobLatency slow(0, latencyUs());
+		ASSERT_EQ(npurtMemcpyAsync(b, a, n, npurtMemcpyDeviceToDevice, s), npurtSuccess);
+		ASSERT_EQ(npurtMemcpyAsync(c, b, n, npurtMemcpyDeviceToDevice, s), npurtSuccess);
+		ASSERT_EQ(npurtMemsetAsync(a, 0x55, n, s), npurtSuccess) << lastMessage();
+		line = __LINE__ + 1;
+		npurtSetCallSite(__FILE__, line, __func__);
+		ASSERT_EQ(npurtMemcpyAsync(b, h, n, npurtMemcpyHostToDevice, s), npurtSuccess);
+		ASSERT_EQ(npurtMemcpyAsync(c, a, n, npurtMemcpyDeviceToDevice, s), npurtSuccess);
+		// Unmapped before the batch runs: task 4 faults.
+		ASSERT_EQ(npurtFreeHost(h), npurtSuccess) << lastMessage();
+		EXPECT_EQ(npurtStreamSynchronize(s), npurtErrorDeviceFault);
+	}
+	std::string msg = lastMessage();
+	EXPECT_TRUE(contains(msg, "task 4 (copy host (pinned) -> device 1048576 bytes)")) << msg;
+	EXPECT_TRUE(contains(msg, baseName(__FILE__) + ":" + std::to_string(line))) << msg;
+	// Task 3 ran before the fault; task 5 did not.
+	EXPECT_TRUE(all(download(a, n), 0x55));
+	EXPECT_TRUE(all(download(c, n), 0x11));
 }
 
 TEST_F(StreamFaults, ReportWithoutCallSiteGivesTheReturnAddress)

@@ -207,6 +207,43 @@ static u8 *npu_mapping_alias(const struct npu_mapping *map, u64 addr)
 	return alias ? alias + map->bo_offset + (addr - map->node.start) : NULL;
 }
 
+/*
+ * Whether a copy from @s to @d, both contiguous, never has a source and a
+ * destination page that collide: their page numbers differ by q, and by
+ * q + 1 too unless both start at the same offset in a page.
+ */
+static bool npu_run_is_clear(const u8 *d, const u8 *s)
+{
+	unsigned long q = ((unsigned long)d - (unsigned long)s) >> PAGE_SHIFT;
+
+	if (offset_in_page(d) == offset_in_page(s))
+		return q & 63;
+	return (q & 63) && ((q + 1) & 63);
+}
+
+/*
+ * The engine's data mover. Under QEMU TCG "rep movsq" moves 3.1-3.5 GB/s
+ * where the kernel's memcpy (rep movsb, with ERMS) moves 0.46 GB/s over
+ * long ranges.
+ */
+static void npu_copy_run(u8 *d, const u8 *s, size_t n)
+{
+	size_t q = n / 8;
+
+	asm volatile("rep movsq" : "+D"(d), "+S"(s), "+c"(q) : : "memory");
+	memcpy(d, s, n % 8);
+}
+
+/* Bytes from @src and @dst, at most @max, that stay in both mappings. */
+static u64 npu_run_length(const struct npu_mapping *smap, u64 src,
+			  const struct npu_mapping *dmap, u64 dst, u64 max)
+{
+	u64 s_left = smap->node.start + smap->node.size - src;
+	u64 d_left = dmap->node.start + dmap->node.size - dst;
+
+	return min3(max, s_left, d_left);
+}
+
 static void npu_copy_in_page(u8 *d, const u8 *s, u8 *d_alias,
 			     const u8 *s_alias, size_t n,
 			     struct npu_copy_unit *unit)
@@ -214,20 +251,20 @@ static void npu_copy_in_page(u8 *d, const u8 *s, u8 *d_alias,
 	u8 *b = unit->bounce;
 
 	if (!npu_pages_collide(d, s)) {
-		memcpy(d, s, n);
+		npu_copy_run(d, s, n);
 	} else if (d_alias && !npu_pages_collide(d_alias, s)) {
-		memcpy(d_alias, s, n);
+		npu_copy_run(d_alias, s, n);
 		atomic64_inc(&unit->aliased);
 	} else if (s_alias && !npu_pages_collide(d, s_alias)) {
-		memcpy(d, s_alias, n);
+		npu_copy_run(d, s_alias, n);
 		atomic64_inc(&unit->aliased);
 	} else if (!b) {
-		memcpy(d, s, n);
+		npu_copy_run(d, s, n);
 	} else {
 		if (npu_pages_collide(b, s))
 			b += PAGE_SIZE;
-		memcpy(b, s, n);
-		memcpy(d, b, n);
+		npu_copy_run(b, s, n);
+		npu_copy_run(d, b, n);
 		atomic64_inc(&unit->bounced);
 	}
 }
@@ -249,16 +286,16 @@ int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 		struct npu_copy_unit *unit, u64 *fault_addr)
 {
 	while (len) {
-		unsigned int slice = NPU_VM_PAGES_PER_SLICE;
+		u64 budget = NPU_VM_PAGES_PER_SLICE * PAGE_SIZE;
 		struct npu_mapping *stlb = NULL, *dtlb = NULL;
 
 		if (ktime_get_coarse_ns() > deadline_ns)
 			return -ETIMEDOUT;
 		down_read(&vm->lock);
-		while (len && slice--) {
+		while (len && budget) {
 			size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(src));
 			struct page *sp, *dp;
-			void *s, *d;
+			u8 *s, *d, *sa, *da;
 
 			n = min_t(size_t, n, PAGE_SIZE - offset_in_page(dst));
 			sp = npu_vm_translate(vm, &stlb, src, false);
@@ -271,17 +308,28 @@ int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 				up_read(&vm->lock);
 				return npu_vm_fault(dp, dst, fault_addr);
 			}
-			s = kmap_local_page(sp);
-			d = kmap_local_page(dp);
-			npu_copy_in_page(d + offset_in_page(dst),
-					 s + offset_in_page(src),
-					 npu_mapping_alias(dtlb, dst),
-					 npu_mapping_alias(stlb, src), n, unit);
-			kunmap_local(d);
-			kunmap_local(s);
+			sa = npu_mapping_alias(stlb, src);
+			da = npu_mapping_alias(dtlb, dst);
+			if (sa && da && npu_run_is_clear(da, sa)) {
+				/* Both contiguous in their aliases: one move. */
+				n = npu_run_length(stlb, src, dtlb, dst,
+						   min(len, budget));
+				npu_copy_run(da, sa, n);
+				atomic64_add(DIV_ROUND_UP(n, PAGE_SIZE),
+					     &unit->aliased);
+			} else {
+				s = kmap_local_page(sp);
+				d = kmap_local_page(dp);
+				npu_copy_in_page(d + offset_in_page(dst),
+						 s + offset_in_page(src), da, sa,
+						 n, unit);
+				kunmap_local(d);
+				kunmap_local(s);
+			}
 			src += n;
 			dst += n;
 			len -= n;
+			budget -= min_t(u64, budget, n);
 		}
 		up_read(&vm->lock);
 	}

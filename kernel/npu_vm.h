@@ -57,7 +57,7 @@ struct npu_mapping {
 /**
  * struct npu_copy_unit - a copy engine's means for npu_vm_copy()
  * @bounce: two adjacent pages for copies between colliding pages, or NULL.
- * @aliased: pages copied through a BO's second mapping (npu_bo.alias).
+ * @aliased: pages copied through BOs' second mappings (npu_bo.alias).
  * @bounced: pages copied through @bounce.
  *
  * Both counters only add up: they show in debugfs's npu_engines.

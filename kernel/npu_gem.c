@@ -206,6 +206,7 @@ static void npu_userptr_bo_free(struct drm_gem_object *obj)
 {
 	struct npu_bo *bo = to_npu_bo(obj);
 
+	mmu_interval_notifier_remove(&bo->notifier);
 	unpin_user_pages_dirty_lock(bo->pages, bo->npages, !bo->readonly);
 	atomic64_sub(bo->npages, &bo->mm->pinned_vm);
 	mmdrop(bo->mm);
@@ -226,6 +227,26 @@ static const struct drm_gem_object_funcs npu_userptr_bo_funcs = {
 	.open = npu_bo_open,
 	.close = npu_bo_close,
 	.export = npu_no_export,
+};
+
+/*
+ * Any change to the pinned user range makes the BO stale: the pages stay
+ * pinned (the device may be using them), but user space learns through
+ * BO_INFO that the range may map other pages now. Nothing here sleeps.
+ */
+static bool npu_userptr_invalidate(struct mmu_interval_notifier *mni,
+				   const struct mmu_notifier_range *range,
+				   unsigned long cur_seq)
+{
+	struct npu_bo *bo = container_of(mni, struct npu_bo, notifier);
+
+	mmu_interval_set_seq(mni, cur_seq);
+	atomic_set(&bo->stale, 1);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops npu_userptr_notifier_ops = {
+	.invalidate = npu_userptr_invalidate,
 };
 
 /* Charge @npages to the caller's RLIMIT_MEMLOCK, as RDMA and ivpu do. */
@@ -288,7 +309,7 @@ int npu_ioctl_bo_userptr(struct drm_device *drm, void *data,
 	struct npu_device *ndev = to_npu_device(drm);
 	struct drm_npu_bo_userptr *args = data;
 	bool readonly = args->flags & DRM_NPU_BO_USERPTR_READONLY;
-	unsigned long npages;
+	unsigned long npages, seq;
 	struct npu_bo *bo;
 	u64 end;
 	int ret;
@@ -326,9 +347,18 @@ int npu_ioctl_bo_userptr(struct drm_device *drm, void *data,
 		ret = -ENOMEM;
 		goto err_free_bo;
 	}
-	ret = npu_pin_range(args->user_ptr, npages, readonly, bo->pages);
+	/* Watching first: a change while pinning makes the BO stale. */
+	ret = mmu_interval_notifier_insert(&bo->notifier, current->mm,
+					   args->user_ptr, args->size,
+					   &npu_userptr_notifier_ops);
 	if (ret)
 		goto err_free_pages;
+	seq = mmu_interval_read_begin(&bo->notifier);
+	ret = npu_pin_range(args->user_ptr, npages, readonly, bo->pages);
+	if (ret)
+		goto err_remove;
+	if (mmu_interval_read_retry(&bo->notifier, seq))
+		atomic_set(&bo->stale, 1);
 
 	bo->ndev = ndev;
 	bo->kind = DRM_NPU_BO_USERPTR;
@@ -344,6 +374,8 @@ int npu_ioctl_bo_userptr(struct drm_device *drm, void *data,
 	drm_gem_object_put(&bo->shmem.base);
 	return ret;
 
+err_remove:
+	mmu_interval_notifier_remove(&bo->notifier);
 err_free_pages:
 	kvfree(bo->pages);
 err_free_bo:
@@ -436,7 +468,9 @@ int npu_ioctl_bo_info(struct drm_device *drm, void *data,
 
 	args->size = bo->shmem.base.size;
 	args->kind = bo->kind;
-	args->pad = 0;
+	args->status = 0;
+	if (bo->kind == DRM_NPU_BO_USERPTR && atomic_read(&bo->stale))
+		args->status |= DRM_NPU_BO_STATUS_STALE;
 	args->mmap_offset = 0;
 	if (bo->kind == DRM_NPU_BO_DEVICE || bo->kind == DRM_NPU_BO_HOST) {
 		ret = drm_gem_create_mmap_offset(&bo->shmem.base);

@@ -5,6 +5,8 @@
 #ifndef __NPU_GEM_H__
 #define __NPU_GEM_H__
 
+#include <linux/mmu_notifier.h>
+
 #include <drm/drm_gem_shmem_helper.h>
 
 struct dma_buf;
@@ -27,6 +29,9 @@ struct npu_device;
  *         address would collide with its partner's (see npu_vm_copy()).
  *         IMPORTED BOs borrow their exporter's.
  * @mm: USERPTR: the mm whose pinned_vm was charged.
+ * @notifier: USERPTR: watches the user range for changes.
+ * @stale: USERPTR: the user range changed since the pin (see
+ *         DRM_NPU_BO_STATUS_STALE); set by @notifier, never cleared.
  * @import: IMPORTED: the dma-buf whose exporter BO backs this one; holding
  *          it keeps the exporter's pages alive.
  */
@@ -39,6 +44,8 @@ struct npu_bo {
 	unsigned long npages;
 	void *alias;
 	struct mm_struct *mm;
+	struct mmu_interval_notifier notifier;
+	atomic_t stale;
 	struct dma_buf *import;
 };
 

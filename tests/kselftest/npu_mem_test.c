@@ -215,7 +215,7 @@ static void check_bo_create(struct __test_metadata *_metadata, int fd,
 		ASSERT_EQ(handle, info.handle);
 		ASSERT_EQ(size, info.size) TH_LOG("asked %llu", sizes[i]);
 		ASSERT_EQ(kind, info.kind);
-		ASSERT_EQ(0U, info.pad);
+		ASSERT_EQ(0U, info.status);
 		ASSERT_NE(0ULL, info.mmap_offset);
 		ASSERT_EQ(0ULL, info.mmap_offset % page);
 		CHECK_CTX(fd, .bo_count = 1, .bo_bytes = size,
@@ -691,7 +691,7 @@ TEST_F(mem, userptr_basic)
 	ASSERT_EQ(h1, info.handle);
 	ASSERT_EQ((__u64)size, info.size);
 	ASSERT_EQ((__u32)DRM_NPU_BO_USERPTR, info.kind);
-	ASSERT_EQ(0U, info.pad);
+	ASSERT_EQ(0U, info.status);
 	ASSERT_EQ(0ULL, info.mmap_offset);
 	CHECK_CTX(self->fd, .bo_count = 1, .bo_bytes = size,
 		  .pinned_bytes = size);
@@ -984,6 +984,63 @@ TEST_F(mem, userptr_outlives_munmap)
 	ASSERT_EQ(0, npu_gem_close(self->fd, handle));
 	ASSERT_EQ(pinned, vm_pinned_kib());
 	free(buf);
+}
+
+static __u32 bo_status(struct __test_metadata *_metadata, int fd,
+			__u32 handle)
+{
+	struct drm_npu_bo_info info;
+
+	memset(&info, 0xa5, sizeof(info));
+	info.handle = handle;
+	info.flags = 0;
+	EXPECT_EQ(0, npu_ioctl(fd, DRM_IOCTL_NPU_BO_INFO, &info));
+	return info.status;
+}
+
+/*
+ * A userptr BO stays usable but reports STALE once its user range no
+ * longer certainly maps the pinned pages; writes through the mapping it
+ * pinned do not count. Device and host BOs never report it.
+ */
+TEST_F(mem, userptr_stale_when_the_range_changes)
+{
+	const size_t size = 4 * self->page;
+	enum { UNMAP, PROTECT, DONTNEED, REMAP, N };
+	__u32 handle[N], dev;
+	char *m[N];
+	int i;
+
+	if (no_device(self->fd))
+		return;
+	for (i = 0; i < N; i++) {
+		m[i] = anon_map(size, PROT_READ | PROT_WRITE);
+		ASSERT_NE(MAP_FAILED, m[i]);
+		npu_fill_pattern(m[i], size, i);
+		ASSERT_EQ(0, npu_bo_userptr(self->fd, m[i], size, 0,
+					    &handle[i]));
+		EXPECT_EQ(0U, bo_status(_metadata, self->fd, handle[i]));
+		npu_fill_pattern(m[i], size, i + 10);
+		EXPECT_EQ(0U, bo_status(_metadata, self->fd, handle[i]));
+	}
+	ASSERT_EQ(0, munmap(m[UNMAP] + self->page, self->page));
+	ASSERT_EQ(0, mprotect(m[PROTECT], self->page, PROT_READ));
+	ASSERT_EQ(0, madvise(m[DONTNEED] + 2 * self->page, self->page,
+			     MADV_DONTNEED));
+	ASSERT_NE(MAP_FAILED, mmap(m[REMAP], size, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+				   0));
+	for (i = 0; i < N; i++) {
+		EXPECT_EQ((__u32)DRM_NPU_BO_STATUS_STALE,
+			  bo_status(_metadata, self->fd, handle[i]))
+			TH_LOG("case %d", i);
+		EXPECT_EQ(0, npu_gem_close(self->fd, handle[i]));
+		munmap(m[i], size);
+	}
+
+	ASSERT_EQ(0, npu_bo_create(self->fd, size, DRM_NPU_BO_DEVICE, &dev));
+	EXPECT_EQ(0U, bo_status(_metadata, self->fd, dev));
+	EXPECT_EQ(0, npu_gem_close(self->fd, dev));
 }
 
 /* A BO's own CPU mapping has no struct pages to pin: -EFAULT. */

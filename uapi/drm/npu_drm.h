@@ -218,13 +218,23 @@ struct drm_npu_bo_userptr {
 	__u32 handle;
 };
 
+/* drm_npu_bo_info.status */
+/*
+ * A userptr BO whose user range has changed since the BO was made: part
+ * of it was unmapped, remapped, had its protection changed, or was
+ * otherwise invalidated (fork() write-protects it, for one). The BO still
+ * pins the pages it was made with, which the range may no longer map: a
+ * cache of userptr BOs must make a new one.
+ */
+#define DRM_NPU_BO_STATUS_STALE		(1 << 0)
+
 /**
  * struct drm_npu_bo_info - what a BO is
  * @handle: in: the BO.
  * @flags: must be zero.
  * @size: out: size in bytes (page-aligned).
  * @kind: out: enum drm_npu_bo_kind.
- * @pad: out: zero.
+ * @status: out: DRM_NPU_BO_STATUS_* bits.
  * @mmap_offset: out: offset to mmap() the BO through this file; 0 for
  *               BOs that cannot be mapped through it (userptr; BOs imported
  *               from another device: mmap their dma-buf instead).
@@ -234,7 +244,7 @@ struct drm_npu_bo_info {
 	__u32 flags;
 	__u64 size;
 	__u32 kind;
-	__u32 pad;
+	__u32 status;
 	__u64 mmap_offset;
 };
 

@@ -195,8 +195,9 @@ npurtError_t submitCopy(npurt::Stream *s, uint64_t dst, uint64_t src, uint64_t n
 // the CPU's memcpy into a staging buffer plus the engine's.
 constexpr size_t kZeroCopyMin = 1u << 20;
 
-// A pageable copy through a pin of its host range (Context::pinHost),
-// waited for before the pin goes. False if the range cannot be pinned
+// A pageable copy through a pin of its host range (Context::pinHost, which
+// reuses the pin of an earlier copy of the range while the range has not
+// changed), waited for before the pin is given back. False if the range cannot be pinned
 // (or the copy would be deferred behind a host function): the caller
 // stages it instead. Else *err is the copy's result.
 bool zeroCopy(npurt::Stream *s, uint64_t devAddr, void *host, size_t count, bool toDevice,

@@ -1,7 +1,12 @@
 #include "context.h"
 
+#include <linux/capability.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -67,9 +72,30 @@ void AddressSpace::release(uint64_t addr, uint64_t size)
 	free_[addr] = size;
 }
 
+namespace {
+
+// Bytes of pageable memory the pin cache keeps pinned between copies:
+// 64 MiB, or a quarter of the locked-memory limit when that applies (it
+// does not with CAP_IPC_LOCK).
+uint64_t pinCacheCap()
+{
+	constexpr uint64_t kMax = 64u << 20;
+	__user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+	__user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3]{};
+	if (!syscall(SYS_capget, &hdr, caps) &&
+	    (caps[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32))))
+		return kMax;
+	rlimit rl{};
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return kMax;
+	return std::min<uint64_t>(kMax, rl.rlim_cur / 4);
+}
+
+}  // namespace
+
 Context::Context(int ordinal, os::Device &node, std::unique_ptr<os::Device> owned,
                  AddressSpace &space)
-    : ordinal_(ordinal), node_(node),
+    : pinCap_(pinCacheCap()), ordinal_(ordinal), node_(node),
       // A primary context borrows the device's file, which lives forever.
       file_(owned ? std::shared_ptr<os::Device>(std::move(owned))
                   : std::shared_ptr<os::Device>(&node, [](os::Device *) {})),
@@ -89,6 +115,12 @@ Context::~Context()
 	retired_.clear();
 	for (auto &chunk : slotChunks_)
 		freePinned(chunk);
+	{
+		std::lock_guard<std::mutex> lock(pinMutex_);
+		for (auto &e : pins_)
+			releasePin(e.pin);
+		pins_.clear();
+	}
 	// The pool returns its segments through freeSegment() as it goes;
 	// release it first, then the IPC imports.
 	pool_.emptyCache();
@@ -315,8 +347,54 @@ int Context::userptrBo(uint64_t start, uint64_t size, bool readonly, uint32_t *h
 	u.size = size;
 	u.flags = readonly ? DRM_NPU_BO_USERPTR_READONLY : 0;
 	int ret = node_.ioctl(DRM_IOCTL_NPU_BO_FROM_USERPTR, &u);
+	if (ret == -ENOMEM) {
+		// The pin cache may hold the locked memory this needs.
+		dropPins();
+		ret = node_.ioctl(DRM_IOCTL_NPU_BO_FROM_USERPTR, &u);
+	}
 	*handle = u.handle;
 	return ret;
+}
+
+bool Context::pinStale(uint32_t handle)
+{
+	drm_npu_bo_info info{};
+	info.handle = handle;
+	return node_.ioctl(DRM_IOCTL_NPU_BO_INFO, &info) || (info.status & DRM_NPU_BO_STATUS_STALE);
+}
+
+void Context::releasePin(const HostPin &pin)
+{
+	unbind(pin.va, pin.size);
+	space_.release(pin.va, pin.size);
+	closeBo(pin.handle);
+}
+
+void Context::erasePin(size_t i)
+{
+	releasePin(pins_[i].pin);
+	pinBytes_ -= pins_[i].pin.size;
+	pins_.erase(pins_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+void Context::trimPins(uint64_t cap)
+{
+	while (pinBytes_ > cap) {
+		size_t lru = pins_.size();
+		for (size_t i = 0; i < pins_.size(); i++)
+			if (!pins_[i].users &&
+			    (lru == pins_.size() || pins_[i].lastUse < pins_[lru].lastUse))
+				lru = i;
+		if (lru == pins_.size())
+			return;  // all in use
+		erasePin(lru);
+	}
+}
+
+void Context::dropPins()
+{
+	std::lock_guard<std::mutex> lock(pinMutex_);
+	trimPins(0);
 }
 
 bool Context::pinHost(const void *ptr, size_t size, bool readonly, HostPin *out)
@@ -327,6 +405,25 @@ bool Context::pinHost(const void *ptr, size_t size, bool readonly, HostPin *out)
 	if (!size || end < start || end > UINT64_MAX - kPage)
 		return false;
 	end = (end + kPage - 1) & ~(kPage - 1);
+	{
+		std::lock_guard<std::mutex> lock(pinMutex_);
+		for (size_t i = 0; i < pins_.size(); i++) {
+			CachedPin &e = pins_[i];
+			if (e.dead || e.pin.hostStart > start ||
+			    e.pin.hostStart + e.pin.size < end || (e.readonly && !readonly))
+				continue;
+			if (pinStale(e.pin.handle)) {
+				e.dead = true;
+				if (!e.users)
+					erasePin(i);
+				break;
+			}
+			e.users++;
+			e.lastUse = ++pinClock_;
+			*out = e.pin;
+			return true;
+		}
+	}
 	uint32_t handle = 0;
 	if (userptrBo(start, end - start, readonly, &handle))
 		return false;
@@ -338,14 +435,32 @@ bool Context::pinHost(const void *ptr, size_t size, bool readonly, HostPin *out)
 		return false;
 	}
 	*out = {start, va, end - start, handle};
+	std::lock_guard<std::mutex> lock(pinMutex_);
+	// The new pin supersedes cached ones that overlap its range.
+	for (size_t i = pins_.size(); i-- > 0;) {
+		CachedPin &e = pins_[i];
+		if (e.pin.hostStart < end && start < e.pin.hostStart + e.pin.size) {
+			e.dead = true;
+			if (!e.users)
+				erasePin(i);
+		}
+	}
+	pins_.push_back({*out, readonly, 1, false, ++pinClock_});
+	pinBytes_ += end - start;
 	return true;
 }
 
 void Context::unpinHost(const HostPin &pin)
 {
-	unbind(pin.va, pin.size);
-	space_.release(pin.va, pin.size);
-	closeBo(pin.handle);
+	std::lock_guard<std::mutex> lock(pinMutex_);
+	for (size_t i = 0; i < pins_.size(); i++) {
+		if (pins_[i].pin.handle != pin.handle)
+			continue;
+		if (--pins_[i].users == 0 && pins_[i].dead)
+			erasePin(i);
+		break;
+	}
+	trimPins(pinCap_);
 }
 
 npurtError_t Context::allocPinned(size_t size, PinnedBuffer *out, const char *api)

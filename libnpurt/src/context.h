@@ -104,9 +104,14 @@ public:
 	// False, with nothing held, when the range cannot be pinned (not
 	// mapped, or writable when it must be, or over the locked-memory
 	// limit): the caller copies through staging buffers instead.
+	// Pins outlive their copy in a cache (see pins_): the next copy of
+	// the range reuses the pin while the kernel reports the range
+	// unchanged. Thread-safe.
 	bool pinHost(const void *ptr, size_t size, bool readonly, HostPin *out);
 	// Once the copies through the pin have ended.
 	void unpinHost(const HostPin &pin);
+	// Unpins every cached pin not in use (to free locked memory).
+	void dropPins();
 
 	// A device address of 16 bytes in pinned memory, for a device
 	// timestamp or a queue's completion record the CPU reads directly; 0
@@ -133,6 +138,29 @@ private:
 		uint64_t size;
 		uint32_t handle;
 	};
+
+	// A registration cache of pageable ranges, as RDMA stacks keep: a
+	// pin stays after its copy until the kernel reports its range
+	// changed (DRM_NPU_BO_STATUS_STALE: unmapped, remapped, protection
+	// changed, fork), until evicted least recently used beyond
+	// pinCap_ bytes, or until the context goes.
+	struct CachedPin {
+		HostPin pin;
+		bool readonly = false;
+		int users = 0;
+		bool dead = false;  // stale or superseded: unpinned at its last use
+		uint64_t lastUse = 0;
+	};
+	bool pinStale(uint32_t handle);
+	void releasePin(const HostPin &pin);
+	// With pinMutex_ held: unpins idle entries, least recently used
+	// first, until at most cap bytes stay pinned.
+	void trimPins(uint64_t cap);
+	void erasePin(size_t i);
+	std::mutex pinMutex_;  // guards pins_, pinBytes_, pinClock_
+	std::vector<CachedPin> pins_;
+	uint64_t pinBytes_ = 0, pinClock_ = 0;
+	const uint64_t pinCap_;
 
 	int ordinal_;
 	os::Device &node_;

@@ -1320,6 +1320,94 @@ TEST_F(AsyncCopies, OverrunsFailBeforeSubmission)
 // Pageable copies of 1 MiB and more move through their own pinned pages
 // (no staging): synchronous, asynchronous on an idle stream, unaligned,
 // and from memory the process may only read.
+// The kB of pinned memory /proc/self/status reports (VmPin), or -1.
+long vmPinKiB()
+{
+	std::ifstream f("/proc/self/status");
+	std::string line;
+	while (std::getline(f, line))
+		if (line.rfind("VmPin:", 0) == 0)
+			return std::strtol(line.c_str() + 6, nullptr, 10);
+	return -1;
+}
+
+// Large pageable copies keep their pin for the next copy of the range; a
+// range unmapped and mapped again, wholly or in part, must be copied
+// from and to its new pages, never the pinned old ones.
+TEST_F(AsyncCopies, PageableCopiesFollowMemoryRemappedAtTheSameAddress)
+{
+	const size_t n = 2 << 20, page = 4096;
+	unsigned char *d = deviceAlloc(n);
+	auto *m = static_cast<unsigned char *>(
+	        mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	ASSERT_TRUE(d && m != MAP_FAILED);
+	auto remap = [&](unsigned char *at, size_t len, unsigned char fill) {
+		void *r = mmap(at, len, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		ASSERT_EQ(r, static_cast<void *>(at));
+		std::memset(at, fill, len);
+	};
+	auto upload = [&](unsigned char want) {
+		ASSERT_EQ(npurtMemcpy(d, m, n, npurtMemcpyHostToDevice), npurtSuccess)
+		        << lastMessage();
+		std::vector<unsigned char> v(n);
+		ASSERT_EQ(npurtMemcpy(v.data(), d, n, npurtMemcpyDeviceToHost), npurtSuccess);
+		EXPECT_EQ(firstNot(v.data(), want, n), n) << "value " << int(want);
+	};
+
+	std::memset(m, 0x11, n);
+	upload(0x11);
+	std::memset(m, 0x22, n);  // through the same pages: the pin stays good
+	upload(0x22);
+	remap(m, n, 0x33);
+	upload(0x33);
+	// One page replaced in the middle.
+	std::memset(m, 0x44, n);
+	upload(0x44);
+	remap(m + 5 * page, page, 0x55);
+	ASSERT_EQ(npurtMemcpy(d, m, n, npurtMemcpyHostToDevice), npurtSuccess) << lastMessage();
+	std::vector<unsigned char> v(n);
+	ASSERT_EQ(npurtMemcpy(v.data(), d, n, npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(firstNot(v.data(), 0x44, 5 * page), 5 * page);
+	EXPECT_EQ(firstNot(v.data() + 5 * page, 0x55, page), page);
+	EXPECT_EQ(firstNot(v.data() + 6 * page, 0x44, n - 6 * page), n - 6 * page);
+
+	// Device to host, into memory mapped anew after a copy into it.
+	ASSERT_EQ(npurtMemset(d, 0x66, n), npurtSuccess);
+	ASSERT_EQ(npurtMemcpy(m, d, n, npurtMemcpyDeviceToHost), npurtSuccess) << lastMessage();
+	EXPECT_EQ(firstNot(m, 0x66, n), n);
+	remap(m, n, 0);
+	ASSERT_EQ(npurtMemset(d, 0x77, n), npurtSuccess);
+	ASSERT_EQ(npurtMemcpy(m, d, n, npurtMemcpyDeviceToHost), npurtSuccess) << lastMessage();
+	EXPECT_EQ(firstNot(m, 0x77, n), n);
+	munmap(m, n);
+}
+
+// The pins kept between copies stay within a bound (64 MiB, or a quarter
+// of RLIMIT_MEMLOCK), however many ranges were copied.
+TEST_F(AsyncCopies, PageablePinsKeptBetweenCopiesAreBounded)
+{
+	const size_t n = 4 << 20;
+	const int buffers = 24;  // 96 MiB in all
+	unsigned char *d = deviceAlloc(n);
+	ASSERT_TRUE(d);
+	long before = vmPinKiB();
+	ASSERT_LE(0, before);
+	std::vector<void *> maps;
+	for (int i = 0; i < buffers; i++) {
+		void *m = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		               0);
+		ASSERT_NE(m, MAP_FAILED);
+		maps.push_back(m);
+		std::memset(m, i, n);
+		ASSERT_EQ(npurtMemcpy(d, m, n, npurtMemcpyHostToDevice), npurtSuccess)
+		        << lastMessage();
+		EXPECT_LE(vmPinKiB() - before, 64 << 10) << "after " << i + 1 << " ranges";
+	}
+	for (void *m : maps)
+		munmap(m, n);
+}
+
 TEST_F(AsyncCopies, LargePageableCopiesFromTheirOwnPages)
 {
 	const size_t n = (1 << 20) + 5, off = 3;

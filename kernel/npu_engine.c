@@ -32,7 +32,6 @@ static void npu_engine_fini(struct npu_engine *engine)
 	drm_sched_fini(&engine->sched);
 	destroy_workqueue(engine->wq);
 	npu_compute_scratch_free(engine->scratch);
-	free_pages((unsigned long)engine->copy.bounce, 1);
 	mutex_destroy(&engine->exec_lock);
 }
 
@@ -59,13 +58,12 @@ static int npu_engine_init(struct npu_device *ndev, struct npu_engine *engine,
 	engine->direct_context = dma_fence_context_alloc(1);
 	mutex_init(&engine->exec_lock);
 
-	if (class == DRM_NPU_ENGINE_COMPUTE)
+	if (class == DRM_NPU_ENGINE_COMPUTE) {
 		engine->scratch = npu_compute_scratch_alloc();
-	else
-		engine->copy.bounce = (void *)__get_free_pages(GFP_KERNEL, 1);
-	if (!engine->scratch && !engine->copy.bounce) {
-		ret = -ENOMEM;
-		goto err_scratch;
+		if (!engine->scratch) {
+			ret = -ENOMEM;
+			goto err_scratch;
+		}
 	}
 	/*
 	 * In the fence-signalling path: it must make progress under reclaim.
@@ -87,7 +85,6 @@ err_wq:
 	destroy_workqueue(engine->wq);
 err_scratch:
 	npu_compute_scratch_free(engine->scratch);
-	free_pages((unsigned long)engine->copy.bounce, 1);
 	mutex_destroy(&engine->exec_lock);
 	return ret;
 }

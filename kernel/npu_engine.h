@@ -40,8 +40,7 @@ struct npu_compute_scratch;
  * @fence_seqno: last hardware fence seqno.
  * @fence_lock: lock of the hardware fences.
  * @scratch: compute engines' working memory.
- * @copy: copy engines' bounce pages (used under @exec_lock) and counters
- *        (see npu_vm_copy()).
+ * @copy: the copy engine's counters (see npu_vm_copy()).
  * @queues: queues feeding this engine (for picking the least loaded).
  * @busy_ns: time spent running jobs.
  * @jobs_done: jobs run to completion, with or without error.

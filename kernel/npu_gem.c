@@ -207,6 +207,8 @@ static void npu_userptr_bo_free(struct drm_gem_object *obj)
 	struct npu_bo *bo = to_npu_bo(obj);
 
 	mmu_interval_notifier_remove(&bo->notifier);
+	if (bo->alias)
+		vunmap(bo->alias);
 	unpin_user_pages_dirty_lock(bo->pages, bo->npages, !bo->readonly);
 	atomic64_sub(bo->npages, &bo->mm->pinned_vm);
 	mmdrop(bo->mm);
@@ -364,6 +366,8 @@ int npu_ioctl_bo_userptr(struct drm_device *drm, void *data,
 	bo->kind = DRM_NPU_BO_USERPTR;
 	bo->readonly = readonly;
 	bo->npages = npages;
+	/* Only a speed-up (npu_vm_copy()): the BO works without it. */
+	bo->alias = vmap(bo->pages, npages, VM_MAP, PAGE_KERNEL);
 	bo->mm = current->mm;
 	mmgrab(bo->mm);
 	bo->shmem.base.funcs = &npu_userptr_bo_funcs;

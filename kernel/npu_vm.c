@@ -187,12 +187,10 @@ static int npu_vm_fault(struct page *page, u64 addr, u64 *fault_addr)
  * other on every access: a copy between them ran 10-15x slower, so whole
  * buffer pairs 8 MiB apart copied at 0.3 GB/s instead of 3.
  *
- * A colliding pair is copied through a second address of one of its
- * pages: DEVICE and HOST BOs are also mapped with vmap (npu_bo.alias).
- * Two addresses of one page that differ modulo 64 pages cannot both
- * collide with a third address, whatever the TLB's size. Where neither
- * page has a usable alias, the copy goes through one of two adjacent
- * bounce pages, one of which collides with neither (twice the work).
+ * Every BO is also mapped with vmap (npu_bo.alias, unless that failed), so
+ * a colliding pair is copied through a second address of one of its pages:
+ * two addresses of one page that differ modulo 64 pages cannot both
+ * collide with a third, whatever the TLB's size.
  */
 static bool npu_pages_collide(const void *a, const void *b)
 {
@@ -248,25 +246,16 @@ static void npu_copy_in_page(u8 *d, const u8 *s, u8 *d_alias,
 			     const u8 *s_alias, size_t n,
 			     struct npu_copy_unit *unit)
 {
-	u8 *b = unit->bounce;
-
-	if (!npu_pages_collide(d, s)) {
-		npu_copy_run(d, s, n);
-	} else if (d_alias && !npu_pages_collide(d_alias, s)) {
-		npu_copy_run(d_alias, s, n);
-		atomic64_inc(&unit->aliased);
-	} else if (s_alias && !npu_pages_collide(d, s_alias)) {
-		npu_copy_run(d, s_alias, n);
-		atomic64_inc(&unit->aliased);
-	} else if (!b) {
-		npu_copy_run(d, s, n);
-	} else {
-		if (npu_pages_collide(b, s))
-			b += PAGE_SIZE;
-		npu_copy_run(b, s, n);
-		npu_copy_run(d, b, n);
-		atomic64_inc(&unit->bounced);
+	if (npu_pages_collide(d, s)) {
+		if (d_alias && !npu_pages_collide(d_alias, s)) {
+			d = d_alias;
+			atomic64_inc(&unit->aliased);
+		} else if (s_alias && !npu_pages_collide(d, s_alias)) {
+			s = s_alias;
+			atomic64_inc(&unit->aliased);
+		}
 	}
+	npu_copy_run(d, s, n);
 }
 
 /**
@@ -276,7 +265,7 @@ static void npu_copy_in_page(u8 *d, const u8 *s, u8 *d_alias,
  * @src: source device address.
  * @len: bytes.
  * @deadline_ns: ktime_get_ns() past which the copy stops with -ETIMEDOUT.
- * @unit: the copy engine's bounce pages and counters.
+ * @unit: the copy engine's counters.
  * @fault_addr: the faulting address on -EFAULT/-EACCES.
  *
  * Runs in the fence-signalling path: no allocation. The lock is dropped

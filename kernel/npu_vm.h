@@ -55,17 +55,13 @@ struct npu_mapping {
 };
 
 /**
- * struct npu_copy_unit - a copy engine's means for npu_vm_copy()
- * @bounce: two adjacent pages for copies between colliding pages, or NULL.
+ * struct npu_copy_unit - a copy engine's counters for npu_vm_copy()
  * @aliased: pages copied through BOs' second mappings (npu_bo.alias).
- * @bounced: pages copied through @bounce.
  *
- * Both counters only add up: they show in debugfs's npu_engines.
+ * Only adds up: it shows in debugfs's npu_engines.
  */
 struct npu_copy_unit {
-	void *bounce;
 	atomic64_t aliased;
-	atomic64_t bounced;
 };
 
 struct npu_vm *npu_vm_create(struct npu_device *ndev);

@@ -194,8 +194,7 @@ static inline int nsub_dbg_read(const char *dir, const char *name,
  * @busy_ns: time it spent running them.
  * @resets: resets after a fault or a timeout.
  * @direct: jobs that ran inside SUBMIT, in the submitter's context.
- * @aliased: pages a copy engine copied through a BO's second mapping.
- * @bounced: pages a copy engine copied through a bounce page.
+ * @aliased: pages a copy engine copied through BOs' second mappings.
  */
 struct nsub_engine_stats {
 	long long queues;
@@ -204,7 +203,6 @@ struct nsub_engine_stats {
 	long long resets;
 	long long direct;
 	long long aliased;
-	long long bounced;
 };
 
 /* The statistics of engine @engine_id from debugfs npu_engines. */
@@ -222,10 +220,9 @@ static inline int nsub_engine_stats(const char *dir, __u32 engine_id,
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line,
-			   "engine %u %31s queues %lld jobs %lld busy_ns %lld resets %lld direct %lld aliased %lld bounced %lld",
+			   "engine %u %31s queues %lld jobs %lld busy_ns %lld resets %lld direct %lld aliased %lld",
 			   &id, name, &st->queues, &st->jobs, &st->busy_ns,
-			   &st->resets, &st->direct, &st->aliased,
-			   &st->bounced) != 9)
+			   &st->resets, &st->direct, &st->aliased) != 8)
 			continue;
 		if (id == engine_id) {
 			ret = 0;

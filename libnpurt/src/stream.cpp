@@ -859,9 +859,11 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 			return npurtSuccess;
 		}
 		// Batch only behind running work with nothing to wait for first;
-		// an idle stream starts its task at once.
-		DeviceState state = deviceState();
-		if (state == DeviceState::Failed && batch_.tasks.empty())
+		// an idle stream starts its task at once. (A task joining an open
+		// batch needs no look at the device.)
+		bool open = !batch_.tasks.empty();
+		DeviceState state = open ? DeviceState::Unknown : deviceState();
+		if (state == DeviceState::Failed)
 			if (npurtError_t err = checkFailure(api))
 				return err;
 		// A burst: launches following each other with no host wait in
@@ -872,7 +874,6 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 		// The gap is measured from the last launch that opened a batch
 		// or was submitted at once: launches onto an open batch need no
 		// clock.
-		bool open = !batch_.tasks.empty();
 		bool hot = false;
 		if (!open) {
 			int64_t now = coarseNs();
@@ -894,14 +895,14 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 			append(engineClass, packet, size, info);
 			batch_.cost += cost;
 			batch_.deep = batch_.deep || big;
-			// Full, or the work ahead ended meanwhile: submit it now,
-			// with the locks taken in order. Else the flusher or a later
-			// call submits it.
-			bool behind = batch_.deep ? jobsAhead(cls) >= 2
-			                          : deviceState() == DeviceState::Busy;
+			// Full, or a deep batch whose first job ahead ended: submit
+			// it now, with the locks taken in order. Else the flusher
+			// submits it: a batch of small tasks on an idle engine runs
+			// inside SUBMIT, which is the flusher's time to spend, not
+			// the launching thread's.
 			if (batch_.cmds.size() >= kBatchBytes ||
 			    batch_.tasks.size() >= kBatchTasks || batch_.cost >= kBatchMaxTotal ||
-			    (!gather_ && !behind)) {
+			    (batch_.deep && jobsAhead(cls) < 2)) {
 				lock.unlock();
 				std::scoped_lock both(submitMutex_, mutex_);
 				return flushBatch(api);

@@ -434,9 +434,10 @@ std::string Stream::describeTask(const Timeline &tl, uint64_t point, uint32_t of
 	// Tasks batched into one job share its point; the failing packet's
 	// offset tells them apart (else the job's first task is named).
 	uint64_t seq = 0;
-	if (const TaskInfo *t = findTask(tl.engineClass, point, offset, &seq))
-		return "task " + std::to_string(seq) + " (" + t->what() + "), enqueued by " +
-		       t->api + " from " + t->site.str();
+	TaskInfo t;
+	if (findTask(tl.engineClass, point, offset, &seq, &t))
+		return "task " + std::to_string(seq) + " (" + t.what() + "), enqueued by " + t.api +
+		       " from " + t.site.str();
 	return "the task at point " + std::to_string(point) + " of its queue (no longer on record)";
 }
 
@@ -474,7 +475,8 @@ npurtError_t Stream::checkFailure(const char *api)
 		if (qs.state != DRM_NPU_QUEUE_ERROR)
 			continue;
 		uint64_t seq = UINT64_MAX - 1;
-		findTask(t->engineClass, qs.error_point, qs.error_offset, &seq);
+		TaskInfo unused;
+		findTask(t->engineClass, qs.error_point, qs.error_offset, &seq, &unused);
 		if (seq < firstSeq || !failedTl) {
 			firstSeq = seq;
 			failedTl = t.get();
@@ -590,11 +592,12 @@ void Stream::dropJob(Batch &job)
 	job.clear();
 }
 
-const TaskInfo *Stream::findTask(uint32_t engineClass, uint64_t point, uint32_t offset,
-                                 uint64_t *seq) const
+bool Stream::findTask(uint32_t engineClass, uint64_t point, uint32_t offset, uint64_t *seq,
+                      TaskInfo *task)
 {
+	std::lock_guard<std::mutex> lock(historyMutex_);
 	if (history_.empty())
-		return nullptr;
+		return false;
 	const TaskInfo *found = nullptr;
 	bool exact = false;
 	// A job's tasks have consecutive numbers: scan back from the newest.
@@ -614,6 +617,8 @@ const TaskInfo *Stream::findTask(uint32_t engineClass, uint64_t point, uint32_t 
 		if (r.task.cmdBegin == 0)
 			break;  // the job's first task
 	}
+	if (found)
+		*task = *found;
 	return found;
 }
 
@@ -656,13 +661,48 @@ npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std
 	s.in_fence_count = static_cast<uint32_t>(fences_.size());
 	s.in_fences_ptr = reinterpret_cast<uintptr_t>(fences_.data());
 	os::Device &node = ctx_.node();
+	const uint32_t engineId = timelines_[cls]->engineId;
+	// The job's tasks go on record under historyMutex_ alone.
+	auto record = [&](uint64_t point) {
+		if (history_.empty())
+			history_.resize(kTaskHistory);
+		for (const auto &info : job.tasks) {
+			uint64_t seq = ++seq_;
+			history_[seq % kTaskHistory] = {info, point, cls};
+			if (!job.profiled || !info.tsEnd)
+				continue;
+			ProfiledTask pt;
+			pt.task = info;
+			pt.seq = seq;
+			pt.engineClass = cls;
+			pt.engineId = engineId;
+			pt.stream = this;
+			pt.ordinal = ctx_.ordinal();
+			pt.ctx = &ctx_;
+			profileTask(pt);
+		}
+	};
 	// The flusher lets enqueuing threads append to the next batch while
-	// the ioctl runs; submitMutex_ keeps everything else out.
-	if (unlocked)
+	// the ioctl runs and while it records the job's tasks; submitMutex_
+	// keeps everything else out. It holds historyMutex_ from before the
+	// ioctl, so a fault report looking for the job waits for its tasks,
+	// and lets it go before taking mutex_ again (the order is mutex_,
+	// then historyMutex_).
+	std::unique_lock<std::mutex> recording(historyMutex_, std::defer_lock);
+	if (unlocked) {
 		unlocked->unlock();
+		recording.lock();
+	}
 	int ret = node.ioctl(DRM_IOCTL_NPU_SUBMIT, &s);
-	if (unlocked)
+	bool recorded = false;
+	if (unlocked) {
+		if (!ret) {
+			record(s.point);
+			recorded = true;
+		}
+		recording.unlock();
 		unlocked->lock();
+	}
 	if (ret == -EINVAL && job.tasks.size() > 1) {
 		// The device refused a packet the runtime let through: submit the
 		// tasks one by one, so the good ones run and the bad one is named.
@@ -685,22 +725,9 @@ npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std
 
 	last_[cls] = s.point;
 	lastClass_ = static_cast<int>(cls);
-	if (history_.empty())
-		history_.resize(kTaskHistory);
-	for (const auto &info : job.tasks) {
-		uint64_t seq = ++seq_;
-		history_[seq % kTaskHistory] = {info, s.point, cls};
-		if (!job.profiled || !info.tsEnd)
-			continue;
-		ProfiledTask pt;
-		pt.task = info;
-		pt.seq = seq;
-		pt.engineClass = cls;
-		pt.engineId = timelines_[cls]->engineId;
-		pt.stream = this;
-		pt.ordinal = ctx_.ordinal();
-		pt.ctx = &ctx_;
-		profileTask(pt);
+	if (!recorded) {
+		recording.lock();
+		record(s.point);
 	}
 	job.clear();
 	return npurtSuccess;

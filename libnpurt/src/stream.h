@@ -236,9 +236,9 @@ private:
 	};
 	static constexpr size_t kTaskHistory = 2048;
 	// The task whose packets hold offset in the job at point (else the
-	// job's first task); null if no longer on record.
-	const TaskInfo *findTask(uint32_t engineClass, uint64_t point, uint32_t offset,
-	                         uint64_t *seq) const;
+	// job's first task), copied to *task; false if no longer on record.
+	bool findTask(uint32_t engineClass, uint64_t point, uint32_t offset, uint64_t *seq,
+	              TaskInfo *task);
 	// Submits batch_; with submitMutex_ and mutex_ held (the flusher passes
 	// its lock of mutex_, released during the ioctl).
 	npurtError_t flushBatch(const char *api, std::unique_lock<std::mutex> *unlocked = nullptr);
@@ -300,14 +300,18 @@ private:
 	std::condition_variable flushCv_;  // wakes flusher_: a batch opened
 	std::thread flusher_;
 	int lastClass_ = -1;
-	uint64_t seq_ = 0;
 	struct PendingWait {
 		uint32_t handle;
 		uint64_t point;
 		bool temporary;  // a syncobj imported for this wait, destroyed after
 	};
 	std::vector<PendingWait> waits_;
-	std::vector<TaskRecord> history_;  // for fault reports; see TaskRecord
+	// Submitted tasks, for fault reports (see TaskRecord): written by
+	// submissions (under submitMutex_) without mutex_, so that launches
+	// onto the next batch do not wait while a job's tasks are recorded.
+	std::mutex historyMutex_;  // guards history_ and seq_; taken after mutex_
+	std::vector<TaskRecord> history_;
+	uint64_t seq_ = 0;
 	npurtError_t failed_ = npurtSuccess;
 	std::string failMessage_;
 

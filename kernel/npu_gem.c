@@ -89,14 +89,19 @@ static void npu_bo_unaccount(struct npu_device *ndev)
 	atomic_dec(&npu_live.bos);
 }
 
+/* Only a speed-up (npu_vm_copy()): a BO works without its alias. */
+static void npu_bo_map_alias(struct npu_bo *bo)
+{
+	bo->alias = vmap(bo->pages, bo->npages, VM_MAP, PAGE_KERNEL);
+}
+
 static void npu_shmem_bo_free(struct drm_gem_object *obj)
 {
 	struct npu_bo *bo = to_npu_bo(obj);
 	struct npu_device *ndev = bo->ndev;
 
 	if (bo->pages) {
-		if (bo->alias)
-			vunmap(bo->alias);
+		vunmap(bo->alias);
 		drm_gem_shmem_unpin(&bo->shmem);
 		if (bo->kind == DRM_NPU_BO_DEVICE)
 			atomic64_sub(obj->size, &ndev->mem_used);
@@ -187,8 +192,7 @@ int npu_ioctl_bo_create(struct drm_device *drm, void *data,
 	}
 	bo->pages = shmem->pages;
 	bo->npages = size >> PAGE_SHIFT;
-	/* Only a speed-up (npu_vm_copy()): the BO works without it. */
-	bo->alias = vmap(bo->pages, bo->npages, VM_MAP, PAGE_KERNEL);
+	npu_bo_map_alias(bo);
 	npu_bo_account(ndev);
 
 	ret = drm_gem_handle_create(file, &shmem->base, &args->handle);
@@ -207,8 +211,7 @@ static void npu_userptr_bo_free(struct drm_gem_object *obj)
 	struct npu_bo *bo = to_npu_bo(obj);
 
 	mmu_interval_notifier_remove(&bo->notifier);
-	if (bo->alias)
-		vunmap(bo->alias);
+	vunmap(bo->alias);
 	unpin_user_pages_dirty_lock(bo->pages, bo->npages, !bo->readonly);
 	atomic64_sub(bo->npages, &bo->mm->pinned_vm);
 	mmdrop(bo->mm);
@@ -232,18 +235,16 @@ static const struct drm_gem_object_funcs npu_userptr_bo_funcs = {
 };
 
 /*
- * Any change to the pinned user range makes the BO stale: the pages stay
- * pinned (the device may be using them), but user space learns through
- * BO_INFO that the range may map other pages now. Nothing here sleeps.
+ * Any change to the pinned user range moves the notifier's sequence past
+ * npu_bo.notifier_seq, which makes the BO stale: the pages stay pinned
+ * (the device may be using them), but user space learns through BO_INFO
+ * that the range may map other pages now. Nothing here sleeps.
  */
 static bool npu_userptr_invalidate(struct mmu_interval_notifier *mni,
 				   const struct mmu_notifier_range *range,
 				   unsigned long cur_seq)
 {
-	struct npu_bo *bo = container_of(mni, struct npu_bo, notifier);
-
 	mmu_interval_set_seq(mni, cur_seq);
-	atomic_set(&bo->stale, 1);
 	return true;
 }
 
@@ -311,7 +312,7 @@ int npu_ioctl_bo_userptr(struct drm_device *drm, void *data,
 	struct npu_device *ndev = to_npu_device(drm);
 	struct drm_npu_bo_userptr *args = data;
 	bool readonly = args->flags & DRM_NPU_BO_USERPTR_READONLY;
-	unsigned long npages, seq;
+	unsigned long npages;
 	struct npu_bo *bo;
 	u64 end;
 	int ret;
@@ -355,19 +356,16 @@ int npu_ioctl_bo_userptr(struct drm_device *drm, void *data,
 					   &npu_userptr_notifier_ops);
 	if (ret)
 		goto err_free_pages;
-	seq = mmu_interval_read_begin(&bo->notifier);
+	bo->notifier_seq = mmu_interval_read_begin(&bo->notifier);
 	ret = npu_pin_range(args->user_ptr, npages, readonly, bo->pages);
 	if (ret)
 		goto err_remove;
-	if (mmu_interval_read_retry(&bo->notifier, seq))
-		atomic_set(&bo->stale, 1);
 
 	bo->ndev = ndev;
 	bo->kind = DRM_NPU_BO_USERPTR;
 	bo->readonly = readonly;
 	bo->npages = npages;
-	/* Only a speed-up (npu_vm_copy()): the BO works without it. */
-	bo->alias = vmap(bo->pages, npages, VM_MAP, PAGE_KERNEL);
+	npu_bo_map_alias(bo);
 	bo->mm = current->mm;
 	mmgrab(bo->mm);
 	bo->shmem.base.funcs = &npu_userptr_bo_funcs;
@@ -473,7 +471,8 @@ int npu_ioctl_bo_info(struct drm_device *drm, void *data,
 	args->size = bo->shmem.base.size;
 	args->kind = bo->kind;
 	args->status = 0;
-	if (bo->kind == DRM_NPU_BO_USERPTR && atomic_read(&bo->stale))
+	if (bo->kind == DRM_NPU_BO_USERPTR &&
+	    mmu_interval_check_retry(&bo->notifier, bo->notifier_seq))
 		args->status |= DRM_NPU_BO_STATUS_STALE;
 	args->mmap_offset = 0;
 	if (bo->kind == DRM_NPU_BO_DEVICE || bo->kind == DRM_NPU_BO_HOST) {

@@ -24,14 +24,14 @@ struct npu_device;
  *         life: shmem BOs are pinned at creation, userptr pages pinned,
  *         imported BOs use their exporter's pinned pages.
  * @npages: number of pages.
- * @alias: DEVICE and HOST BOs: a second kernel mapping of @pages (vmap),
- *         or NULL. The copy engine uses it when a page's linear-map
- *         address would collide with its partner's (see npu_vm_copy()).
+ * @alias: a second kernel mapping of @pages (vmap), or NULL if that
+ *         failed: the copy engine moves contiguous runs through it and
+ *         sidesteps colliding linear-map addresses (see npu_vm_copy()).
  *         IMPORTED BOs borrow their exporter's.
  * @mm: USERPTR: the mm whose pinned_vm was charged.
  * @notifier: USERPTR: watches the user range for changes.
- * @stale: USERPTR: the user range changed since the pin (see
- *         DRM_NPU_BO_STATUS_STALE); set by @notifier, never cleared.
+ * @notifier_seq: USERPTR: @notifier's sequence from before the pin; once
+ *                it moved, the range changed (DRM_NPU_BO_STATUS_STALE).
  * @import: IMPORTED: the dma-buf whose exporter BO backs this one; holding
  *          it keeps the exporter's pages alive.
  */
@@ -45,7 +45,7 @@ struct npu_bo {
 	void *alias;
 	struct mm_struct *mm;
 	struct mmu_interval_notifier notifier;
-	atomic_t stale;
+	unsigned long notifier_seq;
 	struct dma_buf *import;
 };
 

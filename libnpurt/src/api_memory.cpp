@@ -248,7 +248,7 @@ void stagingCopy(void *dst, const void *src, size_t n)
 }
 
 // Pageable host to device: the CPU fills one pinned staging buffer while
-// the copy engine drains the other.
+// the copy engine drains those filled before (Stream::Staging).
 // sync: the caller waits for the copy (npurtMemcpy).
 npurtError_t stageIn(npurt::Stream *s, uint64_t dst, const void *src, size_t count, const char *api,
                      const npurt::CallSite &site, bool sync)

@@ -90,7 +90,7 @@ public:
 	void freePinned(PinnedBuffer &buf);
 
 	// A pageable host range pinned and mapped at a device address of its
-	// own for one copy (zero-copy): the engine reaches host byte q at
+	// own for zero-copy copies: the engine reaches host byte q at
 	// deviceAddr(q).
 	struct HostPin {
 		uint64_t hostStart = 0;  // page-aligned

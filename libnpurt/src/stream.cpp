@@ -475,8 +475,7 @@ npurtError_t Stream::checkFailure(const char *api)
 		if (qs.state != DRM_NPU_QUEUE_ERROR)
 			continue;
 		uint64_t seq = UINT64_MAX - 1;
-		TaskInfo unused;
-		findTask(t->engineClass, qs.error_point, qs.error_offset, &seq, &unused);
+		findTask(t->engineClass, qs.error_point, qs.error_offset, &seq, nullptr);
 		if (seq < firstSeq || !failedTl) {
 			firstSeq = seq;
 			failedTl = t.get();
@@ -617,7 +616,7 @@ bool Stream::findTask(uint32_t engineClass, uint64_t point, uint32_t offset, uin
 		if (r.task.cmdBegin == 0)
 			break;  // the job's first task
 	}
-	if (found)
+	if (found && task)
 		*task = *found;
 	return found;
 }

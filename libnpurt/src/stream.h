@@ -236,7 +236,8 @@ private:
 	};
 	static constexpr size_t kTaskHistory = 2048;
 	// The task whose packets hold offset in the job at point (else the
-	// job's first task), copied to *task; false if no longer on record.
+	// job's first task), copied to *task (if not null); false if no
+	// longer on record.
 	bool findTask(uint32_t engineClass, uint64_t point, uint32_t offset, uint64_t *seq,
 	              TaskInfo *task);
 	// Submits batch_; with submitMutex_ and mutex_ held (the flusher passes

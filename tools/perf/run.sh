@@ -13,6 +13,7 @@ for p in enqueue_loop copy_pairs; do
 		-L"$lib" -lnpurt -Wl,-rpath,"$lib"
 done
 gcc -O2 "$top/tools/perf/tlb_alias.c" -o "$out/tlb_alias"
+gcc -O2 "$top/tools/perf/copy_movers.c" -o "$out/copy_movers"
 cat > "$out/guest.sh" <<GUEST
 #!/bin/sh
 dbg=\$(dirname \$(ls -d /sys/kernel/debug/dri/*/npu_engines | head -1))
@@ -22,6 +23,7 @@ echo 20000 > \$dbg/inject_latency_us; $out/enqueue_loop 20000 1 3; echo 0 > \$db
 echo "== pinned 4 MiB copies, six buffer pairs per process"
 for i in 1 2 3; do $out/copy_pairs 4194304 8; done
 echo "== rep movsb at several distances"; $out/tlb_alias
+echo "== copy loops (the copy engine's mover)"; $out/copy_movers
 GUEST
 chmod +x "$out/guest.sh"
 "$top/tools/vmrun" -o "$out" -- sh -c "$out/guest.sh > $out/probes.txt 2>&1"

@@ -9,25 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void movsb(void *d, const void *s, size_t n)
-{
-	asm volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
-}
-
-static void movsq(void *d, const void *s, size_t n)
-{
-	size_t q = n / 8;
-
-	asm volatile("rep movsq" : "+D"(d), "+S"(s), "+c"(q) : : "memory");
-}
+#include "probe.h"
 
 static void sse(void *d, const void *s, size_t n)
 {

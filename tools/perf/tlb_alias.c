@@ -7,18 +7,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void movsb(void *d, const void *s, size_t n)
-{
-	asm volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
-}
+#include "probe.h"
 
 int main(void)
 {

@@ -337,15 +337,18 @@ static struct dma_fence *npu_run_job(struct drm_sched_job *sched_job)
 {
 	struct npu_job *job = to_npu_job(sched_job);
 	struct npu_engine *engine = job->engine;
+	struct dma_fence *fence;
 
 	dma_fence_init(job->hw_fence, &npu_hw_fence_ops, &engine->fence_lock,
 		       engine->fence_context,
 		       atomic64_inc_return(&engine->fence_seqno));
 	job->hw_fence_live = true;
+	/* The worker's reference; the scheduler holds its own until free_job. */
 	kref_get(&job->refcount);
 	atomic_inc(&engine->inflight);
+	fence = dma_fence_get(job->hw_fence);
 	queue_work(engine->wq, &job->work);
-	return dma_fence_get(job->hw_fence);
+	return fence;
 }
 
 static enum drm_gpu_sched_stat npu_timedout_job(struct drm_sched_job *sched_job)
@@ -673,13 +676,16 @@ int npu_ioctl_submit(struct drm_device *drm, void *data,
 	}
 	drm_sched_job_arm(&job->base);
 	job->point = ++queue->seqno;
+	args->point = job->point;
 	drm_syncobj_add_point(queue->syncobj, chain,
 			      &job->base.s_fence->finished, job->point);
 	chain = NULL;
+	/*
+	 * The scheduler owns the job from here: it may run and be freed by
+	 * its worker before push_job returns, so nothing below touches it.
+	 */
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&queue->submit_lock);
-
-	args->point = job->point;
 	return 0;
 
 err_cleanup:

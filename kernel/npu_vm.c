@@ -38,28 +38,50 @@ struct npu_vm *npu_vm_create(struct npu_device *ndev)
 	return vm;
 }
 
-static void npu_mapping_free(struct npu_vm *vm, struct npu_mapping *map)
+/*
+ * Takes @map out of the address space; the caller frees it with
+ * npu_mappings_free() once @vm->lock is released. The engines take
+ * @vm->lock in the fence-signalling path, and dropping a BO reference may
+ * free the BO, which waits (a userptr BO removes its MMU interval notifier)
+ * or takes locks held around allocation (a shmem BO's unpin takes the
+ * pages lock): none of that may happen under @vm->lock.
+ */
+static void npu_mapping_unlink(struct npu_vm *vm, struct npu_mapping *map,
+			       struct list_head *gone)
 {
 	lockdep_assert_held_write(&vm->lock);
 
 	drm_mm_remove_node(&map->node);
 	vm->mapping_count--;
 	vm->mapped_bytes -= map->node.size;
-	atomic_dec(&npu_live.mappings);
-	drm_gem_object_put(&map->bo->shmem.base);
-	kfree(map);
+	list_add_tail(&map->gone, gone);
+}
+
+/* Frees the mappings npu_mapping_unlink() collected, outside @vm->lock. */
+static void npu_mappings_free(struct list_head *gone)
+{
+	struct npu_mapping *map, *next;
+
+	list_for_each_entry_safe(map, next, gone, gone) {
+		list_del(&map->gone);
+		drm_gem_object_put(&map->bo->shmem.base);
+		atomic_dec(&npu_live.mappings);
+		kfree(map);
+	}
 }
 
 static void npu_vm_release(struct kref *kref)
 {
 	struct npu_vm *vm = container_of(kref, struct npu_vm, refcount);
 	struct drm_mm_node *node, *next;
+	LIST_HEAD(gone);
 
 	down_write(&vm->lock);
 	drm_mm_for_each_node_safe(node, next, &vm->mm)
-		npu_mapping_free(vm, container_of(node, struct npu_mapping,
-						  node));
+		npu_mapping_unlink(vm, container_of(node, struct npu_mapping,
+						    node), &gone);
 	up_write(&vm->lock);
+	npu_mappings_free(&gone);
 	drm_mm_takedown(&vm->mm);
 	kfree(vm);
 }
@@ -443,6 +465,7 @@ static int npu_vm_unmap(struct npu_file *nfile, struct drm_npu_vm_bind *args)
 {
 	struct npu_vm *vm = nfile->vm;
 	struct npu_mapping *map;
+	LIST_HEAD(gone);
 	int ret = -ENOENT;
 
 	if (args->flags || args->handle || args->bo_offset)
@@ -452,10 +475,11 @@ static int npu_vm_unmap(struct npu_file *nfile, struct drm_npu_vm_bind *args)
 	map = npu_vm_find(vm, args->addr);
 	if (map && map->node.start == args->addr &&
 	    map->node.size == args->size) {
-		npu_mapping_free(vm, map);
+		npu_mapping_unlink(vm, map, &gone);
 		ret = 0;
 	}
 	up_write(&vm->lock);
+	npu_mappings_free(&gone);
 	if (ret)
 		drm_dbg(&nfile->ndev->drm, "vm_unbind: no mapping 0x%llx+0x%llx\n",
 			args->addr, args->size);

@@ -7,6 +7,7 @@
 
 #include <linux/atomic.h>
 #include <linux/kref.h>
+#include <linux/list.h>
 #include <linux/rwsem.h>
 #include <linux/types.h>
 
@@ -22,8 +23,10 @@ struct page;
  * @lock: protects @mm, the mappings in it and the counters. Binds take
  *        it for writing; device accesses while they translate, and
  *        debugfs and statistics, for reading, so engines of one context
- *        do not wait for each other. Nothing that waits for device work
- *        may be done under it.
+ *        do not wait for each other. The engines take it in the
+ *        fence-signalling path, so nothing under it allocates, waits or
+ *        drops a BO reference (which may free the BO: see
+ *        npu_mapping_unlink()).
  * @mm: the mappings, as drm_mm nodes at the addresses user space chose.
  * @va_start: first address of the space.
  * @va_end: one past its last address.
@@ -46,12 +49,14 @@ struct npu_vm {
  * @bo: the BO mapped; the mapping holds a reference.
  * @bo_offset: where in the BO the range starts.
  * @readonly: the device may not write through it.
+ * @gone: on the list of unlinked mappings freed after @vm->lock is dropped.
  */
 struct npu_mapping {
 	struct drm_mm_node node;
 	struct npu_bo *bo;
 	u64 bo_offset;
 	bool readonly;
+	struct list_head gone;
 };
 
 /**

@@ -17,7 +17,7 @@ CHECKPATCH := $(BUILD)/linux-src/scripts/checkpatch.pl
 KERNEL_SOURCES = $(filter-out %.mod.c %/npu_config.h,$(wildcard $(TOP)/kernel/*.c \
 	$(TOP)/kernel/*.h $(TOP)/kernel/probes/*.c))
 
-.PHONY: all deps kernel userspace kselftests test demo bench check check-kernel perf-probes \
+.PHONY: all deps kernel userspace kselftests test test-debug debug-kernel demo bench check check-kernel perf-probes \
 	check-cxx load unload install clean help
 
 all: kernel userspace kselftests
@@ -26,7 +26,10 @@ help:
 	@echo "make deps        install the Debian packages the build and tests need"
 	@echo "make             build npu.ko, libnpurt, tools, examples and tests"
 	@echo "make demo        boot the VM with the module and run the demo"
-	@echo "make test        host unit tests, then all VM suites; prints 'N passed, N failed'"
+	@echo "make test        host unit tests, then all VM suites on each lane (stock 6.1 and"
+	@echo "                 the debug kernel); prints 'N passed, N failed'. NPU_LANES=stock: one lane"
+	@echo "make test-debug  only the debug-kernel lane (lockdep, KASAN, kmemleak, ...)"
+	@echo "make debug-kernel  build (once, cached in /var/cache/npu-stack) the debug kernel"
 	@echo "make bench       boot the VM and run npurt-bench (ratios against limits measured in the same run)"
 	@echo "make check       checkpatch and sparse on the kernel, clang-format/clang-tidy on C++"
 	@echo "make load        load npu.ko on this host (kernel must match; PARAMS='num_devices=4')"
@@ -54,6 +57,12 @@ kselftests: deps
 
 test: all
 	@$(TOP)/tests/run-tests.sh
+
+test-debug: all
+	@NPU_LANES=debug $(TOP)/tests/run-tests.sh
+
+debug-kernel: deps
+	@$(TOP)/tools/debug-kernel/build
 
 # 4 GiB for the guest: the copy section holds 4 buffers of the largest size
 # (256 MiB). A long job timeout, so that a busy host does not fail a long

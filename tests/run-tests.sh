@@ -1,15 +1,19 @@
 #!/bin/bash
-# make test: the host-only unit tests, then one VM boot that runs every suite
-# against the loaded module (tests/vm-suites.sh), then one summary line over
-# everything. Exits non-zero on any failure.
+# make test: the host-only unit tests, then each lane (tests/lane.sh: one VM
+# boot per lane running every suite against the loaded module), then one
+# summary line over everything. Exits non-zero on any failure.
+#
+# NPU_LANES picks the lanes (default "stock debug"; `make test-debug` is
+# NPU_LANES=debug).
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
-host=$build/test-results
-vmout=$build/vm
-rm -rf "$host"
-mkdir -p "$host"
+out=$build/test-results
+lanes=${NPU_LANES:-stock debug}
+rm -rf "$out"
+mkdir -p "$out/host"
+host=$out/host
 
 echo "== host unit tests"
 "$build/cmake/bin/npurt_unit_tests" > "$host/npurt_unit_tests.gtest.log" 2>&1
@@ -19,20 +23,15 @@ tail -n 3 "$host/npurt_unit_tests.gtest.log"
 make -s -C "$top/tests/host" O="$host" > "$host/host-make.out" 2>&1
 grep -h "^# Totals" "$host"/*.ktap.log 2>/dev/null
 
-echo "== VM suites (one boot)"
-"$top/tools/vmrun" --out "$vmout" -- "$top/tests/vm-suites.sh" "$build" "$vmout/results"
-rc=$?
-# The VM run itself is a test: a clean kernel log, a module that unloads.
-if [ "$rc" = 0 ]; then
-	echo "kernel log clean, module unloaded" > "$host/vm-kernel-log-and-unload.cmd.log"
-else
-	echo "vmrun exited $rc (see its message above and $vmout/dmesg.txt)" \
-		> "$host/vm-kernel-log-and-unload.cmd.log"
-fi
-echo "$rc" > "$host/vm-kernel-log-and-unload.rc"
+dirs=("host=$host")
+for lane in $lanes; do
+	mkdir -p "$out/$lane"
+	"$top/tests/lane.sh" "$lane" "$out/$lane"
+	dirs+=("$lane=$out/$lane")
+done
 
 echo "== vmrun's own failure reports"
 "$top/tests/vmrun-tests.sh" "$host"
 
 echo "== summary"
-"$top/tests/summarize.sh" "$host" "$vmout/results"
+"$top/tests/summarize.sh" "${dirs[@]}"

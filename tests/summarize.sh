@@ -3,6 +3,9 @@
 # line per suite and the closing "N passed, N failed" line. Exits 1 if
 # anything failed or no test ran.
 #
+# usage: summarize.sh [TAG=]DIR...   (a TAG, such as a lane, prefixes the
+# names of the suites found in DIR)
+#
 # Logs are NAME.gtest.log (GoogleTest), NAME.ktap.log (kselftest harness) or
 # NAME.cmd.log (one test: passed if NAME.rc is 0). A suite that crashed
 # before printing its totals counts as one failure.
@@ -11,7 +14,12 @@ set -u
 passed=0
 failed=0
 skipped=0
-for dir in "$@"; do
+for arg in "$@"; do
+	tag=""
+	dir=$arg
+	case "$arg" in
+	*=*) tag=${arg%%=*}/; dir=${arg#*=} ;;
+	esac
 	for log in "$dir"/*.log; do
 		[ -f "$log" ] || continue
 		base=${log%.log}
@@ -54,7 +62,7 @@ for dir in "$@"; do
 		fi
 		status=ok
 		[ "$f" -gt 0 ] && status=FAIL
-		printf '%-4s %-40s %4d passed, %d failed, %d skipped\n' "$status" "$name" "$p" "$f" "$s"
+		printf '%-4s %-48s %4d passed, %d failed, %d skipped\n' "$status" "$tag$name" "$p" "$f" "$s"
 		passed=$((passed + p))
 		failed=$((failed + f))
 		skipped=$((skipped + s))

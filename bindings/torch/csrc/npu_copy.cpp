@@ -1,0 +1,666 @@
+// npu_copy.cpp - allocation, copies, fills, casts and views of NPU tensors,
+// and their ATen kernels (empty*, _copy_from*, fill_, zero_, as_strided,
+// view, _reshape_alias, unfold, resize_, set_).
+#include "npu_ops.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace torch_npurt {
+
+namespace {
+
+// More tasks than this for one strided copy, and the host does it instead
+// (a device-side strided copy would take one: RUNTIME_NEEDS.md).
+constexpr int64_t kMaxCopyTasks = 4096;
+
+npurtStream_t streamOf(int device)
+{
+	return currentNative(device);
+}
+
+c10::DispatchKeySet npuKeys()
+{
+	return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+}
+
+}  // namespace
+
+at::Tensor emptyNpu(at::IntArrayRef sizes, at::ScalarType dtype, int device)
+{
+	DeviceScope scope(device);
+	return at::detail::empty_generic(sizes, allocator(), npuKeys(), dtype, c10::nullopt);
+}
+
+bool toNpurtType(at::ScalarType t, npurtDataType *out)
+{
+	switch (t) {
+	case at::kFloat:
+		*out = npurtFloat32;
+		return true;
+	case at::kHalf:
+		*out = npurtFloat16;
+		return true;
+	case at::kBFloat16:
+		*out = npurtBFloat16;
+		return true;
+	case at::kInt:
+		*out = npurtInt32;
+		return true;
+	default:
+		return false;
+	}
+}
+
+void launchOp(const npurtOpDesc &desc, int device, const char *what)
+{
+	DeviceScope scope(device);
+	// Fault reports name the ATen op (the Python call site comes later).
+	npurtSetCallSite("torch_npurt", 0, what);
+	check(npurtLaunchOp(&desc, streamOf(device)), what);
+}
+
+void copyBytes(void *dst, const void *src, size_t n, npurtMemcpyKind kind, int device,
+               bool nonBlocking)
+{
+	if (!n)
+		return;
+	DeviceScope scope(device);
+	npurtStream_t s = streamOf(device);
+	npurtSetCallSite("torch_npurt", 0, "aten::copy_");
+	check(npurtMemcpyAsync(dst, src, n, kind, s), "npurtMemcpyAsync");
+	// As CUDA's copy_: a blocking copy is complete when it returns.
+	if (!nonBlocking && kind != npurtMemcpyDeviceToDevice)
+		check(npurtStreamSynchronize(s), "npurtStreamSynchronize");
+}
+
+namespace {
+
+// Sizes and element strides of dst and src with size-1 dimensions dropped
+// and dimensions merged where both tensors are contiguous across them.
+struct Layout {
+	std::vector<int64_t> size, sd, ss;
+};
+
+Layout coalesce(const at::Tensor &dst, const at::Tensor &src)
+{
+	Layout l;
+	for (int64_t i = 0; i < dst.dim(); i++) {
+		int64_t n = dst.size(i);
+		if (n == 1)
+			continue;
+		int64_t d = dst.stride(i), s = src.stride(i);
+		if (!l.size.empty() && l.sd.back() == d * n && l.ss.back() == s * n) {
+			l.size.back() *= n;
+			l.sd.back() = d;
+			l.ss.back() = s;
+			continue;
+		}
+		l.size.push_back(n);
+		l.sd.push_back(d);
+		l.ss.push_back(s);
+	}
+	if (l.size.empty()) {
+		l.size = {1};
+		l.sd = {1};
+		l.ss = {1};
+	}
+	return l;
+}
+
+// The element range [lo, hi] of a view's storage that it touches.
+void span(const at::Tensor &t, int64_t *lo, int64_t *hi)
+{
+	*lo = t.storage_offset();
+	*hi = *lo;
+	for (int64_t i = 0; i < t.dim(); i++)
+		*hi += (t.size(i) - 1) * t.stride(i);
+}
+
+// A CPU copy of the part of an NPU view's storage it spans, viewed with
+// the same sizes and strides.
+at::Tensor spanToHost(const at::Tensor &t, int64_t *lo)
+{
+	int64_t hi = 0;
+	span(t, lo, &hi);
+	at::Tensor buf = at::empty({hi - *lo + 1}, t.options().device(at::kCPU));
+	const char *base = static_cast<const char *>(t.storage().data());
+	copyBytes(buf.data_ptr(), base + *lo * t.element_size(), buf.nbytes(),
+	          npurtMemcpyDeviceToHost, deviceOf(t), false);
+	return buf.as_strided(t.sizes(), t.strides(), t.storage_offset() - *lo);
+}
+
+// The last resort for layouts the device cannot copy yet.
+void copyThroughHost(const at::Tensor &dst, const at::Tensor &src)
+{
+	countFallback("copy_ (strided NPU copy through the host)");
+	int64_t slo = 0, dlo = 0;
+	at::Tensor s = spanToHost(src, &slo);
+	int dev = deviceOf(dst);
+	if (dst.is_contiguous()) {
+		at::Tensor c = s.contiguous();
+		copyBytes(dataPtr(dst), c.data_ptr(), c.nbytes(), npurtMemcpyHostToDevice, dev,
+		          false);
+		return;
+	}
+	// Read-modify-write of dst's span: the elements in between keep their
+	// values.
+	at::Tensor d = spanToHost(dst, &dlo);
+	d.copy_(s);
+	int64_t n = static_cast<int64_t>(d.storage().nbytes() / d.element_size());
+	at::Tensor whole = d.as_strided({n}, {1}, 0);
+	char *base = static_cast<char *>(dst.storage().data());
+	copyBytes(base + dlo * dst.element_size(), whole.data_ptr(), whole.nbytes(),
+	          npurtMemcpyHostToDevice, dev, false);
+}
+
+void d2d(void *dst, const void *src, size_t n, int device)
+{
+	if (n)
+		check(npurtMemcpyAsync(dst, src, n, npurtMemcpyDeviceToDevice, streamOf(device)),
+		      "npurtMemcpyAsync");
+}
+
+// Rows of contiguous runs: one copy per run.
+void copyRuns(const at::Tensor &dst, const at::Tensor &src, const Layout &l)
+{
+	int dev = deviceOf(dst);
+	DeviceScope scope(dev);
+	npurtSetCallSite("torch_npurt", 0, "aten::copy_");
+	size_t es = dst.element_size();
+	char *d = static_cast<char *>(dataPtr(dst));
+	const char *s = static_cast<const char *>(dataPtr(src));
+	size_t nd = l.size.size();
+	size_t run = l.size.back() * es;
+	std::vector<int64_t> idx(nd - 1, 0);
+	while (true) {
+		int64_t od = 0, os = 0;
+		for (size_t i = 0; i + 1 < nd; i++) {
+			od += idx[i] * l.sd[i];
+			os += idx[i] * l.ss[i];
+		}
+		d2d(d + od * es, s + os * es, run, dev);
+		size_t i = nd - 1;
+		while (i > 0) {
+			if (++idx[i - 1] < l.size[i - 1])
+				break;
+			idx[i - 1] = 0;
+			i--;
+		}
+		if (i == 0)
+			return;
+	}
+}
+
+// out (n x m, contiguous) := transpose of a (m x n, contiguous).
+void transposeOp(void *out, const void *a, int64_t m, int64_t n, size_t es, int device)
+{
+	npurtOpDesc d{};
+	d.op = npurtOpTranspose;
+	// Only bits move: pick the op set's type of the same width.
+	d.dtype = d.outDtype = es == 4 ? npurtInt32 : npurtFloat16;
+	d.a = a;
+	d.out = out;
+	d.m = m;
+	d.n = n;
+	launchOp(d, device, "aten::copy_ (transpose)");
+}
+
+// dst (contiguous, n elements) := n copies of its first `unit` elements,
+// doubling the filled part each time.
+void replicate(char *dst, size_t unitBytes, int64_t copies, int device)
+{
+	DeviceScope scope(device);
+	int64_t have = 1;
+	while (have < copies) {
+		int64_t take = std::min(have, copies - have);
+		d2d(dst + have * unitBytes, dst, take * unitBytes, device);
+		have += take;
+	}
+}
+
+int64_t prod(const std::vector<int64_t> &v, size_t from, size_t to)
+{
+	int64_t p = 1;
+	for (size_t i = from; i < to; i++)
+		p *= v[i];
+	return p;
+}
+
+}  // namespace
+
+void copyOnDevice(const at::Tensor &dst, const at::Tensor &src)
+{
+	TORCH_INTERNAL_ASSERT(dst.sizes() == src.sizes() && dst.dtype() == src.dtype());
+	TORCH_INTERNAL_ASSERT(deviceOf(dst) == deviceOf(src));
+	if (dst.numel() == 0)
+		return;
+	int dev = deviceOf(dst);
+	size_t es = dst.element_size();
+	if (dst.is_contiguous() && src.is_contiguous()) {
+		DeviceScope scope(dev);
+		npurtSetCallSite("torch_npurt", 0, "aten::copy_");
+		d2d(dataPtr(dst), dataPtr(src), dst.nbytes(), dev);
+		return;
+	}
+	Layout l = coalesce(dst, src);
+	size_t nd = l.size.size();
+	int64_t inner = l.size.back();
+	int64_t rows = prod(l.size, 0, nd - 1);
+	bool movable = es == 2 || es == 4;  // widths the transpose op moves
+
+	// Broadcast along the outermost dimension (an expanded row) into a
+	// contiguous destination: copy one block, then double it.
+	if (l.ss[0] == 0 && nd >= 2 && dst.is_contiguous()) {
+		at::Tensor s = src.as_strided(l.size, l.ss, src.storage_offset());
+		at::Tensor d = dst.as_strided(l.size, l.sd, dst.storage_offset());
+		copyOnDevice(d.select(0, 0), s.select(0, 0));
+		replicate(static_cast<char *>(dataPtr(d)), prod(l.size, 1, nd) * es, l.size[0],
+		          dev);
+		return;
+	}
+	// Contiguous runs on both sides (slices, narrowed rows, cat targets).
+	if (l.sd.back() == 1 && l.ss.back() == 1 && rows <= kMaxCopyTasks) {
+		copyRuns(dst, src, l);
+		return;
+	}
+	// A transposed matrix (or a batch of them) into a contiguous one.
+	if (movable && nd >= 2 && nd <= 3 && l.sd.back() == 1) {
+		int64_t a = l.size[nd - 2], b = l.size[nd - 1];
+		bool srcT = l.ss[nd - 2] == 1 && l.ss[nd - 1] == a && l.sd[nd - 2] == b;
+		int64_t batch = nd == 3 ? l.size[0] : 1;
+		bool batched = nd == 2 || (l.ss[0] == a * b && l.sd[0] == a * b);
+		if (srcT && batched && batch <= kMaxCopyTasks) {
+			char *d = static_cast<char *>(dataPtr(dst));
+			const char *s = static_cast<const char *>(dataPtr(src));
+			for (int64_t i = 0; i < batch; i++)
+				transposeOp(d + i * a * b * es, s + i * a * b * es, b, a, es, dev);
+			return;
+		}
+	}
+	// Broadcast along the innermost dimension (an expanded column or
+	// scalar): replicate on the device, then transpose into place.
+	if (l.ss.back() == 0) {
+		at::Tensor s = src.as_strided(l.size, l.ss, src.storage_offset());
+		at::Tensor d = dst.as_strided(l.size, l.sd, dst.storage_offset());
+		at::Tensor x = contiguousOnDevice(s.select(-1, 0));  // rows elements
+		if (rows == 1) {
+			at::Tensor y = emptyNpu({inner}, dst.scalar_type(), dev);
+			copyOnDevice(y.narrow(0, 0, 1), x.view({1}));
+			replicate(static_cast<char *>(dataPtr(y)), es, inner, dev);
+			copyOnDevice(d, y.view(l.size));
+			return;
+		}
+		if (movable) {
+			at::Tensor z = emptyNpu({inner, rows}, dst.scalar_type(), dev);
+			copyOnDevice(z.select(0, 0), x.reshape({rows}));
+			replicate(static_cast<char *>(dataPtr(z)), rows * es, inner, dev);
+			at::Tensor t = emptyNpu({rows, inner}, dst.scalar_type(), dev);
+			transposeOp(dataPtr(t), dataPtr(z), inner, rows, es, dev);
+			copyOnDevice(d, t.view(l.size));
+			return;
+		}
+	}
+	// Both sides strided: through a contiguous copy of the source.
+	if (!src.is_contiguous() && !dst.is_contiguous()) {
+		at::Tensor c = contiguousOnDevice(src);
+		if (c.is_contiguous()) {
+			copyOnDevice(dst, c);
+			return;
+		}
+	}
+	copyThroughHost(dst, src);
+}
+
+at::Tensor contiguousOnDevice(const at::Tensor &src)
+{
+	if (src.is_contiguous())
+		return src;
+	at::Tensor out = emptyNpu(src.sizes(), src.scalar_type(), deviceOf(src));
+	copyOnDevice(out, src);
+	return out;
+}
+
+void fillOnDevice(const at::Tensor &t, const at::Scalar &value)
+{
+	if (t.numel() == 0)
+		return;
+	int dev = deviceOf(t);
+	if (!t.is_contiguous()) {
+		// Fill one element, broadcast it into place.
+		at::Tensor one = emptyNpu({1}, t.scalar_type(), dev);
+		fillOnDevice(one, value);
+		copyOnDevice(t, one.expand(t.sizes()));
+		return;
+	}
+	// The value's bytes in t's dtype, converted as torch converts.
+	at::Tensor v = at::scalar_tensor(value, at::TensorOptions().dtype(t.scalar_type()));
+	size_t es = t.element_size();
+	const unsigned char *b = static_cast<const unsigned char *>(v.data_ptr());
+	DeviceScope scope(dev);
+	npurtSetCallSite("torch_npurt", 0, "aten::fill_");
+	if (std::all_of(b, b + es, [&](unsigned char c) { return c == b[0]; })) {
+		check(npurtMemsetAsync(dataPtr(t), b[0], t.nbytes(), streamOf(dev)),
+		      "npurtMemsetAsync");
+		return;
+	}
+	// Pageable source: staged before the call returns, so v may go.
+	check(npurtMemcpyAsync(dataPtr(t), b, es, npurtMemcpyHostToDevice, streamOf(dev)),
+	      "npurtMemcpyAsync");
+	replicate(static_cast<char *>(dataPtr(t)), es, t.numel(), dev);
+}
+
+bool castIsNative(at::ScalarType from, at::ScalarType to)
+{
+	auto isFloat = [](at::ScalarType t) {
+		return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
+	};
+	// The op set rounds float -> int32 to nearest, torch truncates: no.
+	return (isFloat(from) || from == at::kInt) && isFloat(to);
+}
+
+void castOnDevice(const at::Tensor &dst, const at::Tensor &src)
+{
+	TORCH_INTERNAL_ASSERT(dst.sizes() == src.sizes());
+	if (dst.numel() == 0)
+		return;
+	at::ScalarType from = src.scalar_type(), to = dst.scalar_type();
+	if (from == to) {
+		copyOnDevice(dst, src);
+		return;
+	}
+	int dev = deviceOf(dst);
+	if (!castIsNative(from, to)) {
+		countFallback(std::string("_to_copy (") + c10::toString(from) + " -> " +
+		              c10::toString(to) + " through the host)");
+		int64_t lo = 0;
+		at::Tensor h = spanToHost(src, &lo).to(to).contiguous();
+		if (dst.is_contiguous()) {
+			copyBytes(dataPtr(dst), h.data_ptr(), h.nbytes(), npurtMemcpyHostToDevice,
+			          dev, false);
+		} else {
+			at::Tensor tmp = emptyNpu(dst.sizes(), to, dev);
+			copyBytes(dataPtr(tmp), h.data_ptr(), h.nbytes(), npurtMemcpyHostToDevice,
+			          dev, false);
+			copyOnDevice(dst, tmp);
+		}
+		return;
+	}
+	// torch converts int32 to half types through float (rounding twice);
+	// the op set rounds once, so go through float32 too.
+	if (from == at::kInt && to != at::kFloat) {
+		at::Tensor f = emptyNpu(src.sizes(), at::kFloat, dev);
+		castOnDevice(f, src);
+		castOnDevice(dst, f);
+		return;
+	}
+	at::Tensor s = contiguousOnDevice(src);
+	at::Tensor d = dst.is_contiguous() ? dst : emptyNpu(dst.sizes(), to, dev);
+	npurtOpDesc desc{};
+	desc.op = npurtOpCast;
+	toNpurtType(from, &desc.dtype);
+	toNpurtType(to, &desc.outDtype);
+	// Operands are at most 1 GiB: cast in chunks.
+	int64_t chunk = (int64_t(1) << 30) / 4;
+	for (int64_t off = 0; off < s.numel(); off += chunk) {
+		desc.n = std::min(chunk, s.numel() - off);
+		desc.a = static_cast<const char *>(dataPtr(s)) + off * s.element_size();
+		desc.out = static_cast<char *>(dataPtr(d)) + off * d.element_size();
+		launchOp(desc, dev, "aten::_to_copy");
+	}
+	if (!d.is_same(dst))
+		copyOnDevice(dst, d);
+}
+
+namespace {
+
+// ----------------------------------------------------------- ATen kernels
+
+void checkFactoryArgs(c10::optional<at::Layout> layout, c10::optional<bool> pinMemory)
+{
+	TORCH_CHECK(!layout || *layout == at::kStrided, "NPU tensors are strided; layout ", *layout,
+	            " is not supported");
+	TORCH_CHECK(!pinMemory || !*pinMemory, "pin_memory is for CPU tensors, not NPU ones");
+}
+
+int factoryDevice(c10::optional<at::Device> device)
+{
+	return checkedDevice(device && device->has_index() ? device->index() : -1);
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size, c10::optional<at::ScalarType> dtype,
+                               c10::optional<at::Layout> layout, c10::optional<at::Device> device,
+                               c10::optional<bool> pinMemory,
+                               c10::optional<at::MemoryFormat> memoryFormat)
+{
+	checkFactoryArgs(layout, pinMemory);
+	DeviceScope scope(factoryDevice(device));
+	return at::detail::empty_generic(size, allocator(), npuKeys(),
+	                                 dtype.value_or(at::get_default_dtype_as_scalartype()),
+	                                 memoryFormat);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
+                         c10::optional<at::ScalarType> dtype, c10::optional<at::Layout> layout,
+                         c10::optional<at::Device> device, c10::optional<bool> pinMemory)
+{
+	checkFactoryArgs(layout, pinMemory);
+	DeviceScope scope(factoryDevice(device));
+	return at::detail::empty_strided_generic(
+	        size, stride, allocator(), npuKeys(),
+	        dtype.value_or(at::get_default_dtype_as_scalartype()));
+}
+
+// Copies between two NPUs: contiguous on each side, the destination's
+// stream waits for the source's work and the source's stream for the copy
+// (so the source's memory is not reused under it).
+void copyAcrossDevices(const at::Tensor &dst, const at::Tensor &src)
+{
+	int sdev = deviceOf(src), ddev = deviceOf(dst);
+	at::Tensor s = contiguousOnDevice(src);
+	if (s.scalar_type() != dst.scalar_type()) {
+		at::Tensor c = emptyNpu(s.sizes(), dst.scalar_type(), sdev);
+		castOnDevice(c, s);
+		s = c;
+	}
+	at::Tensor d = dst.is_contiguous() ? dst : emptyNpu(dst.sizes(), dst.scalar_type(), ddev);
+	auto *impl = c10::impl::getDeviceGuardImpl(kNpu);
+	void *ev = nullptr;
+	impl->record(&ev, currentStream(sdev), sdev, c10::EventFlag::PYTORCH_DEFAULT);
+	impl->block(ev, currentStream(ddev));
+	{
+		DeviceScope scope(ddev);
+		npurtSetCallSite("torch_npurt", 0, "aten::copy_ (NPU to NPU)");
+		d2d(dataPtr(d), dataPtr(s), d.nbytes(), ddev);
+	}
+	void *back = nullptr;
+	impl->record(&back, currentStream(ddev), ddev, c10::EventFlag::PYTORCH_DEFAULT);
+	impl->block(back, currentStream(sdev));
+	impl->destroyEvent(ev, sdev);
+	impl->destroyEvent(back, ddev);
+	if (!d.is_same(dst))
+		copyOnDevice(dst, d);
+}
+
+at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool nonBlocking)
+{
+	// copy_ hands over src before broadcasting it.
+	at::Tensor src = self.sizes() == dst.sizes() ? self : self.expand(dst.sizes());
+	if (dst.numel() == 0)
+		return dst;
+	if (src.is_cpu() && isNpu(dst)) {
+		at::Tensor h = src.to(dst.scalar_type()).contiguous();
+		int dev = deviceOf(dst);
+		if (dst.is_contiguous()) {
+			copyBytes(dataPtr(dst), h.data_ptr(), h.nbytes(), npurtMemcpyHostToDevice,
+			          dev, nonBlocking);
+		} else {
+			at::Tensor tmp = emptyNpu(dst.sizes(), dst.scalar_type(), dev);
+			copyBytes(dataPtr(tmp), h.data_ptr(), h.nbytes(), npurtMemcpyHostToDevice,
+			          dev, false);
+			copyOnDevice(dst, tmp);
+		}
+		return dst;
+	}
+	if (isNpu(src) && dst.is_cpu()) {
+		at::Tensor s = contiguousOnDevice(src);
+		int dev = deviceOf(s);
+		if (dst.is_contiguous() && dst.scalar_type() == s.scalar_type()) {
+			copyBytes(dst.data_ptr(), dataPtr(s), s.nbytes(), npurtMemcpyDeviceToHost,
+			          dev, nonBlocking);
+		} else {
+			at::Tensor h = at::empty(s.sizes(), s.options().device(at::kCPU));
+			copyBytes(h.data_ptr(), dataPtr(s), s.nbytes(), npurtMemcpyDeviceToHost,
+			          dev, false);
+			dst.copy_(h);
+		}
+		return dst;
+	}
+	TORCH_CHECK(isNpu(src) && isNpu(dst), "torch_npurt: cannot copy from ", src.device(),
+	            " to ", dst.device());
+	if (deviceOf(src) != deviceOf(dst))
+		copyAcrossDevices(dst, src);
+	else if (src.scalar_type() != dst.scalar_type())
+		castOnDevice(dst, src);
+	else
+		copyOnDevice(dst, src);
+	return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst)
+{
+	TORCH_CHECK(dst.numel() == 0 || dst.sizes() == self.sizes(),
+	            "_copy_from_and_resize: dst has shape ", dst.sizes(), ", src ", self.sizes(),
+	            "; only an empty dst is resized");
+	if (dst.numel() == 0)
+		const_cast<at::Tensor &>(dst).resize_(self.sizes());
+	return copy_from(self, dst, false);
+}
+
+at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value)
+{
+	fillOnDevice(self, value);
+	return self;
+}
+
+at::Tensor &fill_tensor(at::Tensor &self, const at::Tensor &value)
+{
+	TORCH_CHECK(value.dim() == 0,
+	            "fill_ only supports 0-dimension value tensor but got tensor with ",
+	            value.dim(), " dimensions.");
+	fillOnDevice(self, value.item());
+	return self;
+}
+
+at::Tensor &zero(at::Tensor &self)
+{
+	fillOnDevice(self, 0);
+	return self;
+}
+
+// Grows the storage like CUDA's resize_: new memory, old bytes copied on
+// the device.
+void growStorage(const at::Tensor &self, size_t nbytes)
+{
+	c10::StorageImpl *st = self.storage().unsafeGetStorageImpl();
+	TORCH_CHECK(st->resizable(), "Trying to resize storage that is not resizable");
+	int dev = deviceOf(self);
+	DeviceScope scope(dev);
+	c10::DataPtr fresh = allocator()->allocate(nbytes);
+	size_t old = st->nbytes();
+	if (old && st->data())
+		d2d(fresh.get(), st->data(), std::min(old, nbytes), dev);
+	st->set_data_ptr_noswap(std::move(fresh));
+	st->set_nbytes(nbytes);
+}
+
+const at::Tensor &resize(const at::Tensor &self, at::IntArrayRef size,
+                         c10::optional<at::MemoryFormat> memoryFormat)
+{
+	TORCH_CHECK(!self.has_names(), "resize_ is not allowed on a named tensor");
+	for (int64_t s : size)
+		TORCH_CHECK(s >= 0, "resize_: negative size ", s, " in ", size);
+	auto *impl = self.unsafeGetTensorImpl();
+	impl->set_sizes_contiguous(size);
+	auto fmt = memoryFormat.value_or(at::MemoryFormat::Contiguous);
+	TORCH_CHECK(fmt != at::MemoryFormat::Preserve, "Unsupported memory format ", fmt);
+	if (fmt != at::MemoryFormat::Contiguous)
+		impl->empty_tensor_restride(fmt);
+	size_t need = at::detail::computeStorageNbytes(size, self.strides(), self.element_size(),
+	                                               self.storage_offset());
+	if (self.numel() > 0 && need > self.storage().nbytes())
+		growStorage(self, need);
+	return self;
+}
+
+at::Tensor &set_storage(at::Tensor &self, at::Storage source, int64_t offset, at::IntArrayRef size,
+                        at::IntArrayRef stride)
+{
+	at::native::checkSetStorage(self, source, offset, size, stride);
+	self.unsafeGetTensorImpl()->set_storage_offset(offset);
+	c10::optional<at::IntArrayRef> st =
+	        stride.data() ? c10::make_optional(stride) : c10::nullopt;
+	if (st) {
+		at::native::setStrided(self, size, stride, offset);
+	} else {
+		self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+		at::native::setStrided(self, size, self.strides(), offset);
+	}
+	return self;
+}
+
+at::Tensor &set_source_storage(at::Tensor &self, at::Storage source)
+{
+	int64_t n = source.nbytes() / self.element_size();
+	return set_storage(self, source, 0, {n}, {});
+}
+
+at::Tensor &set_source_tensor(at::Tensor &self, const at::Tensor &source)
+{
+	if (self.is_same(source))
+		return self;
+	return set_storage(self, source.storage(), source.storage_offset(), source.sizes(),
+	                   source.strides());
+}
+
+at::Tensor &set_empty(at::Tensor &self)
+{
+	c10::Storage empty(c10::Storage::use_byte_size_t(), 0, allocator(), true);
+	return set_storage(self, empty, 0, {0}, {});
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
+{
+	m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+	m.impl("empty_strided", TORCH_FN(empty_strided));
+	m.impl("_copy_from", TORCH_FN(copy_from));
+	m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+	m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
+	m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
+	m.impl("zero_", TORCH_FN(zero));
+	// Views: ATen's own implementations only touch metadata, so they are
+	// right for any device; through the fallback they would copy.
+	m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+	m.impl("view", TORCH_FN(at::native::view));
+	m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+	m.impl("unfold", TORCH_FN(at::native::unfold));
+	m.impl("resize_", TORCH_FN(resize));
+	m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
+	m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
+	m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
+	m.impl("set_", TORCH_FN(set_empty));
+}
+
+}  // namespace torch_npurt

@@ -1,0 +1,780 @@
+// npu_kernels.cpp - compute kernels on libnpurt's op set and the CPU
+// fallback for everything else.
+//
+// A kernel runs natively when the op set computes exactly what torch
+// computes for those operands; in every other case it hands the call to
+// the CPU fallback (counted for NPURT_TORCH_FALLBACK_REPORT), never an
+// approximation.
+#include "npu_ops.h"
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/Operators.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include <algorithm>
+
+namespace torch_npurt {
+
+namespace {
+
+constexpr int64_t kOperandMax = int64_t(1) << 30;  // bytes, per op operand
+constexpr int64_t kMaxLaunches = 4096;  // per kernel call, before falling back
+
+// ------------------------------------------------------------ CPU fallback
+
+bool isOptionalTensorList(const c10::Argument &arg)
+{
+	return arg.type()->str() == "Tensor?[]";
+}
+
+void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
+{
+	const auto &schema = op.schema();
+	countFallback(c10::toString(schema.operator_name()));
+	const auto &args = schema.arguments();
+	size_t base = stack->size() - args.size();
+	bool npuTensorIn = false;
+	c10::optional<at::Device> factoryDevice;
+	for (size_t i = 0; i < args.size(); i++) {
+		c10::IValue &v = (*stack)[base + i];
+		if (v.isTensor() && isNpu(v.toTensor()))
+			npuTensorIn = true;
+		if (v.isTensorList())
+			for (const at::Tensor &t : v.toTensorList())
+				npuTensorIn |= isNpu(t);
+		// ATen's cpu_fallback (1.13) leaves Tensor?[] (index tensors) on
+		// the device, and the CPU kernel would read device memory.
+		if (isOptionalTensorList(args[i]) && v.isList()) {
+			c10::List<c10::optional<at::Tensor>> moved;
+			for (const c10::IValue &e : v.toListRef()) {
+				c10::optional<at::Tensor> t;
+				if (e.isTensor())
+					t = isNpu(e.toTensor()) ? e.toTensor().cpu() : e.toTensor();
+				npuTensorIn |= e.isTensor() && isNpu(e.toTensor());
+				moved.push_back(t);
+			}
+			v = moved;
+		}
+		// Factory ops (device=npu, no tensor in): run on the CPU, move the
+		// results afterwards.
+		if (v.isDevice() && v.toDevice().type() == kNpu) {
+			factoryDevice = v.toDevice();
+			v = c10::IValue(at::Device(at::kCPU));
+		}
+	}
+	at::native::cpu_fallback(op, stack);
+	if (factoryDevice && !npuTensorIn) {
+		size_t nret = schema.returns().size();
+		for (size_t i = stack->size() - nret; i < stack->size(); i++) {
+			c10::IValue &v = (*stack)[i];
+			if (v.isTensor() && v.toTensor().is_cpu())
+				v = v.toTensor().to(*factoryDevice);
+		}
+	}
+}
+
+#define NPU_FALLBACK(op, ...) \
+	at::native::call_fallback_fn<&npuFallback, at::_ops::op>::call(__VA_ARGS__)
+
+// ----------------------------------------------------------------- helpers
+
+void checkSameDevice(const at::Tensor &a, const at::Tensor &b)
+{
+	bool cpuScalar = (a.is_cpu() && a.dim() == 0) || (b.is_cpu() && b.dim() == 0);
+	TORCH_CHECK(a.device() == b.device() || cpuScalar,
+	            "Expected all tensors to be on the same device, but found at least two "
+	            "devices, ",
+	            a.device(), " and ", b.device(), "!");
+}
+
+bool isHalfType(at::ScalarType t)
+{
+	return t == at::kHalf || t == at::kBFloat16;
+}
+
+bool isNativeFloat(at::ScalarType t)
+{
+	return t == at::kFloat || isHalfType(t);
+}
+
+int64_t chunkElems(at::ScalarType t)
+{
+	return kOperandMax / c10::elementSize(t);
+}
+
+// An NPU operand of `shape` in dtype t, contiguous, on `dev`: converted,
+// broadcast and materialised as needed. A CPU 0-dim tensor becomes a fill.
+at::Tensor operand(const at::Tensor &x, at::IntArrayRef shape, at::ScalarType t, int dev)
+{
+	if (x.is_cpu()) {
+		at::Tensor o = emptyNpu(shape, t, dev);
+		fillOnDevice(o, x.item());
+		return o;
+	}
+	at::Tensor c = x;
+	if (c.scalar_type() != t) {
+		at::Tensor tmp = emptyNpu(c.sizes(), t, dev);
+		castOnDevice(tmp, c);
+		c = tmp;
+	}
+	if (c.sizes() != shape)
+		c = c.expand(shape);
+	return contiguousOnDevice(c);
+}
+
+// An output buffer for `out`: out itself when the device may write it
+// directly, else a contiguous temporary (the caller copies it back).
+at::Tensor directOut(const at::Tensor &out, at::ScalarType t, std::initializer_list<at::Tensor> ins)
+{
+	if (out.is_contiguous() && out.scalar_type() == t) {
+		bool clash = false;
+		for (const at::Tensor &in : ins) {
+			// Full overlap is in-place (the device allows it); anything
+			// else unclear gets a separate buffer.
+			auto st = at::get_overlap_status(out, in);
+			clash |= st != at::MemOverlapStatus::No && st != at::MemOverlapStatus::Full;
+		}
+		if (!clash)
+			return out;
+	}
+	return emptyNpu(out.sizes(), t, deviceOf(out));
+}
+
+void finishOut(const at::Tensor &out, const at::Tensor &buf)
+{
+	if (!buf.is_same(out))
+		const_cast<at::Tensor &>(out).copy_(buf);
+}
+
+// Elementwise op over n elements, in chunks the device accepts.
+void elementwise(npurtOpKind op, npurtDataType dt, at::ScalarType st, const void *a, const void *b,
+                 void *out, int64_t n, float alpha, int dev, const char *what)
+{
+	size_t es = c10::elementSize(st);
+	int64_t chunk = chunkElems(st);
+	for (int64_t off = 0; off < n; off += chunk) {
+		npurtOpDesc d{};
+		d.op = op;
+		d.dtype = d.outDtype = dt;
+		d.a = static_cast<const char *>(a) + off * es;
+		d.b = b ? static_cast<const char *>(b) + off * es : nullptr;
+		d.out = static_cast<char *>(out) + off * es;
+		d.n = std::min(chunk, n - off);
+		d.alpha = alpha;
+		launchOp(d, dev, what);
+	}
+}
+
+// ------------------------------------------------------ binary elementwise
+
+struct BinaryOp {
+	npurtOpKind op;
+	const char *name;
+	bool ints;  // the op set computes it on int32 as torch does
+};
+
+constexpr BinaryOp kAdd{npurtOpAdd, "aten::add", true};
+constexpr BinaryOp kSub{npurtOpSub, "aten::sub", true};
+constexpr BinaryOp kMul{npurtOpMul, "aten::mul", true};
+constexpr BinaryOp kDiv{npurtOpDiv, "aten::div", false};
+constexpr BinaryOp kMax{npurtOpMax, "aten::maximum", true};
+constexpr BinaryOp kMin{npurtOpMin, "aten::minimum", true};
+
+// out := a op (alpha * b). Returns false when the op set cannot compute it
+// (the caller falls back). `out` undefined: a new tensor is returned in res.
+bool binary(const BinaryOp &k, const at::Tensor &a, const at::Tensor &b, const at::Scalar &alpha,
+            const at::Tensor &outIn, at::Tensor *res)
+{
+	checkSameDevice(a, b);
+	const at::Tensor &dref = isNpu(a) ? a : b;
+	int dev = deviceOf(dref);
+	at::ScalarType rt = at::result_type(a, b);
+	if (!(isNativeFloat(rt) || (rt == at::kInt && k.ints)))
+		return false;
+	bool unitAlpha = alpha.equal(1);
+	if (!unitAlpha && (rt == at::kInt || (k.op != npurtOpAdd && k.op != npurtOpSub)))
+		return false;
+	for (const at::Tensor *x : {&a, &b})
+		if (isNpu(*x) && x->scalar_type() != rt && !castIsNative(x->scalar_type(), rt) &&
+		    x->scalar_type() != rt)
+			return false;
+	if (outIn.defined()) {
+		TORCH_CHECK(at::canCast(rt, outIn.scalar_type()), "result type ", rt,
+		            " can't be cast to the desired output type ", outIn.scalar_type());
+		if (!isNpu(outIn))
+			return false;
+	}
+	std::vector<int64_t> shape = at::infer_size(a.sizes(), b.sizes());
+	TORCH_CHECK(!outIn.defined() || !outIn.is_same(a) || a.sizes() == at::IntArrayRef(shape),
+	            "output with shape ", a.sizes(), " doesn't match the broadcast shape ", shape);
+	at::Tensor out = outIn;
+	if (out.defined())
+		at::native::resize_output(out, shape);
+	else
+		out = emptyNpu(shape, rt, dev);
+	*res = out;
+	int64_t n = out.numel();
+	if (n == 0)
+		return true;
+	// Scalars in half types: torch computes in float32 and rounds once;
+	// so does the device when everything is float32.
+	bool scalarIn = (a.is_cpu() && a.dim() == 0) || (b.is_cpu() && b.dim() == 0);
+	at::ScalarType ct = isHalfType(rt) && (scalarIn || !unitAlpha) ? at::kFloat : rt;
+	npurtDataType dt;
+	toNpurtType(ct, &dt);
+
+	at::Tensor buf = directOut(out, ct, {a, b});
+	// x * scalar: the op set's scale, without materialising the scalar.
+	if (k.op == npurtOpMul && ct != at::kInt && (b.is_cpu() || a.is_cpu())) {
+		const at::Tensor &t = b.is_cpu() ? a : b;
+		const at::Tensor &s = b.is_cpu() ? b : a;
+		at::Tensor ta = operand(t, shape, ct, dev);
+		elementwise(npurtOpScale, dt, ct, dataPtr(ta), nullptr, dataPtr(buf), n,
+		            s.item().toFloat(), dev, k.name);
+		finishOut(out, buf);
+		return true;
+	}
+	at::Tensor ta = operand(a, shape, ct, dev);
+	at::Tensor tb = operand(b, shape, ct, dev);
+	// a and b may be buf itself (in place); partial overlaps were avoided.
+	if (unitAlpha) {
+		elementwise(k.op, dt, ct, dataPtr(ta), dataPtr(tb), dataPtr(buf), n, 0, dev,
+		            k.name);
+	} else {
+		// a + alpha * b = axpy(alpha, b, a); a - alpha * b = axpy(-alpha, b, a)
+		float al = alpha.toFloat() * (k.op == npurtOpSub ? -1.0f : 1.0f);
+		elementwise(npurtOpAxpy, dt, ct, dataPtr(tb), dataPtr(ta), dataPtr(buf), n, al, dev,
+		            k.name);
+	}
+	finishOut(out, buf);
+	return true;
+}
+
+#define BINARY_KERNELS(fn, K, OPBASE)                                                           \
+	at::Tensor fn(const at::Tensor &a, const at::Tensor &b, const at::Scalar &alpha)        \
+	{                                                                                       \
+		at::Tensor r;                                                                   \
+		if (binary(K, a, b, alpha, at::Tensor(), &r))                                   \
+			return r;                                                               \
+		return NPU_FALLBACK(OPBASE##_Tensor, a, b, alpha);                              \
+	}                                                                                       \
+	at::Tensor &fn##_(at::Tensor &a, const at::Tensor &b, const at::Scalar &alpha)          \
+	{                                                                                       \
+		at::Tensor r;                                                                   \
+		if (binary(K, a, b, alpha, a, &r))                                              \
+			return a;                                                               \
+		return NPU_FALLBACK(OPBASE##__Tensor, a, b, alpha);                             \
+	}                                                                                       \
+	at::Tensor &fn##_out(const at::Tensor &a, const at::Tensor &b, const at::Scalar &alpha, \
+	                     at::Tensor &out)                                                   \
+	{                                                                                       \
+		at::Tensor r;                                                                   \
+		if (binary(K, a, b, alpha, out, &r))                                            \
+			return out;                                                             \
+		return NPU_FALLBACK(OPBASE##_out, a, b, alpha, out);                            \
+	}
+
+BINARY_KERNELS(add, kAdd, add)
+BINARY_KERNELS(sub, kSub, sub)
+
+#define BINARY_KERNELS_NOALPHA(fn, K, FUNC, INPLACE, OUT)                               \
+	at::Tensor fn(const at::Tensor &a, const at::Tensor &b)                         \
+	{                                                                               \
+		at::Tensor r;                                                           \
+		if (binary(K, a, b, 1, at::Tensor(), &r))                               \
+			return r;                                                       \
+		return NPU_FALLBACK(FUNC, a, b);                                        \
+	}                                                                               \
+	at::Tensor &fn##_(at::Tensor &a, const at::Tensor &b)                           \
+	{                                                                               \
+		at::Tensor r;                                                           \
+		if (binary(K, a, b, 1, a, &r))                                          \
+			return a;                                                       \
+		return NPU_FALLBACK(INPLACE, a, b);                                     \
+	}                                                                               \
+	at::Tensor &fn##_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out) \
+	{                                                                               \
+		at::Tensor r;                                                           \
+		if (binary(K, a, b, 1, out, &r))                                        \
+			return out;                                                     \
+		return NPU_FALLBACK(OUT, a, b, out);                                    \
+	}
+
+BINARY_KERNELS_NOALPHA(mul, kMul, mul_Tensor, mul__Tensor, mul_out)
+BINARY_KERNELS_NOALPHA(div, kDiv, div_Tensor, div__Tensor, div_out)
+
+at::Tensor maximum(const at::Tensor &a, const at::Tensor &b)
+{
+	at::Tensor r;
+	if (binary(kMax, a, b, 1, at::Tensor(), &r))
+		return r;
+	return NPU_FALLBACK(maximum, a, b);
+}
+
+at::Tensor &maximum_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out)
+{
+	at::Tensor r;
+	if (binary(kMax, a, b, 1, out, &r))
+		return out;
+	return NPU_FALLBACK(maximum_out, a, b, out);
+}
+
+at::Tensor minimum(const at::Tensor &a, const at::Tensor &b)
+{
+	at::Tensor r;
+	if (binary(kMin, a, b, 1, at::Tensor(), &r))
+		return r;
+	return NPU_FALLBACK(minimum, a, b);
+}
+
+at::Tensor &minimum_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out)
+{
+	at::Tensor r;
+	if (binary(kMin, a, b, 1, out, &r))
+		return out;
+	return NPU_FALLBACK(minimum_out, a, b, out);
+}
+
+// ------------------------------------------------------- unary elementwise
+
+// out := op(x); false if the op set cannot compute it for x's dtype.
+bool unary(npurtOpKind op, bool ints, const at::Tensor &x, const at::Tensor &outIn, at::Tensor *res,
+           const char *what)
+{
+	at::ScalarType t = x.scalar_type();
+	if (!(isNativeFloat(t) || (ints && t == at::kInt)))
+		return false;
+	if (outIn.defined() && (!isNpu(outIn) || outIn.scalar_type() != t))
+		return false;
+	int dev = deviceOf(x);
+	at::Tensor out = outIn;
+	if (out.defined()) {
+		TORCH_CHECK(out.device() == x.device(),
+		            "Expected all tensors to be on the same device, "
+		            "but found at least two devices, ",
+		            x.device(), " and ", out.device(), "!");
+		at::native::resize_output(out, x.sizes());
+	} else {
+		out = emptyNpu(x.sizes(), t, dev);
+	}
+	*res = out;
+	if (x.numel() == 0)
+		return true;
+	npurtDataType dt;
+	toNpurtType(t, &dt);
+	at::Tensor a = contiguousOnDevice(x);
+	at::Tensor buf = directOut(out, t, {a});
+	elementwise(op, dt, t, dataPtr(a), nullptr, dataPtr(buf), x.numel(), 0, dev, what);
+	finishOut(out, buf);
+	return true;
+}
+
+at::Tensor relu(const at::Tensor &x)
+{
+	at::Tensor r;
+	if (unary(npurtOpRelu, true, x, at::Tensor(), &r, "aten::relu"))
+		return r;
+	return NPU_FALLBACK(relu, x);
+}
+
+at::Tensor &relu_(at::Tensor &x)
+{
+	at::Tensor r;
+	if (unary(npurtOpRelu, true, x, x, &r, "aten::relu_"))
+		return x;
+	return NPU_FALLBACK(relu_, x);
+}
+
+at::Tensor exp(const at::Tensor &x)
+{
+	at::Tensor r;
+	if (unary(npurtOpExp, false, x, at::Tensor(), &r, "aten::exp"))
+		return r;
+	return NPU_FALLBACK(exp, x);
+}
+
+at::Tensor &exp_out(const at::Tensor &x, at::Tensor &out)
+{
+	at::Tensor r;
+	if (unary(npurtOpExp, false, x, out, &r, "aten::exp"))
+		return out;
+	return NPU_FALLBACK(exp_out, x, out);
+}
+
+// The op set's GELU is the tanh form: only approximate="tanh" is native.
+at::Tensor gelu(const at::Tensor &x, c10::string_view approximate)
+{
+	at::Tensor r;
+	if (approximate == "tanh" && unary(npurtOpGelu, false, x, at::Tensor(), &r, "aten::gelu"))
+		return r;
+	return NPU_FALLBACK(gelu, x, approximate);
+}
+
+at::Tensor &gelu_out(const at::Tensor &x, c10::string_view approximate, at::Tensor &out)
+{
+	at::Tensor r;
+	if (approximate == "tanh" && unary(npurtOpGelu, false, x, out, &r, "aten::gelu"))
+		return out;
+	return NPU_FALLBACK(gelu_out, x, approximate, out);
+}
+
+// -------------------------------------------------------------------- GEMM
+
+// A matrix operand for GEMM: the pointer and whether it is transposed
+// (a transposed view of a contiguous matrix needs no copy).
+struct MatArg {
+	at::Tensor keep;
+	const void *ptr;
+	bool trans;
+};
+
+MatArg matArg(const at::Tensor &m, at::ScalarType ct)
+{
+	at::Tensor x = m;
+	if (x.scalar_type() != ct) {
+		at::Tensor c = emptyNpu(x.sizes(), ct, deviceOf(x));
+		castOnDevice(c, x);
+		x = c;
+	}
+	if (x.is_contiguous())
+		return {x, dataPtr(x), false};
+	if (x.t().is_contiguous())
+		return {x, dataPtr(x), true};
+	x = contiguousOnDevice(x);
+	return {x, dataPtr(x), false};
+}
+
+// out32 (m x n float32, contiguous) := alpha * a @ b + beta * out32
+void gemm(const at::Tensor &out32, const at::Tensor &a, const at::Tensor &b, float alpha,
+          float beta, const char *what)
+{
+	at::ScalarType ct = a.scalar_type() == at::kHalf ? at::kHalf : at::kFloat;
+	MatArg ma = matArg(a, ct), mb = matArg(b, ct);
+	npurtOpDesc d{};
+	d.op = npurtOpGemm;
+	toNpurtType(ct, &d.dtype);
+	d.outDtype = npurtFloat32;
+	d.flags = (ma.trans ? npurtOpTransA : 0) | (mb.trans ? npurtOpTransB : 0);
+	d.a = ma.ptr;
+	d.b = mb.ptr;
+	d.c = beta != 0.0f ? dataPtr(out32) : nullptr;
+	d.out = dataPtr(out32);
+	d.m = a.size(0);
+	d.k = a.size(1);
+	d.n = b.size(1);
+	d.alpha = alpha;
+	d.beta = beta;
+	launchOp(d, deviceOf(out32), what);
+}
+
+bool gemmNative(const at::Tensor &a, const at::Tensor &b)
+{
+	int64_t es = a.element_size();
+	return isNpu(a) && isNpu(b) && isNativeFloat(a.scalar_type()) &&
+	       a.scalar_type() == b.scalar_type() && a.numel() * 4 <= kOperandMax &&
+	       b.numel() * 4 <= kOperandMax && es > 0;
+}
+
+void checkMm(const at::Tensor &a, const at::Tensor &b, const char *name)
+{
+	checkSameDevice(a, b);
+	TORCH_CHECK(a.dim() == 2, name, ": self must be a matrix");
+	TORCH_CHECK(b.dim() == 2, name, ": mat2 must be a matrix");
+	TORCH_CHECK(a.size(1) == b.size(0), name, ": mat1 and mat2 shapes cannot be multiplied (",
+	            a.size(0), "x", a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+	TORCH_CHECK(a.scalar_type() == b.scalar_type(),
+	            "expected mat1 and mat2 to have the same dtype, but got: ", a.scalar_type(),
+	            " != ", b.scalar_type());
+}
+
+// out := beta * bias + alpha * a @ b, bias broadcast to m x n (or none).
+void matmulInto(const at::Tensor &out, const at::Tensor &a, const at::Tensor &b,
+                const at::Tensor &bias, float beta, float alpha, const char *what)
+{
+	int dev = deviceOf(out);
+	int64_t m = a.size(0), n = b.size(1);
+	if (m == 0 || n == 0)
+		return;
+	bool useBias = bias.defined() && beta != 0.0f;
+	at::Tensor acc =
+	        out.scalar_type() == at::kFloat && out.is_contiguous() &&
+	                        at::get_overlap_status(out, a) == at::MemOverlapStatus::No &&
+	                        at::get_overlap_status(out, b) == at::MemOverlapStatus::No
+	                ? out
+	                : emptyNpu({m, n}, at::kFloat, dev);
+	if (useBias) {
+		at::Tensor e = bias.expand({m, n});
+		if (!acc.is_same(bias)) {
+			if (bias.scalar_type() == at::kFloat)
+				copyOnDevice(acc, e);
+			else
+				castOnDevice(acc, e);
+		}
+	}
+	if (a.size(1) == 0) {
+		// No products: beta * bias, or zeros.
+		if (useBias && beta != 1.0f)
+			elementwise(npurtOpScale, npurtFloat32, at::kFloat, dataPtr(acc), nullptr,
+			            dataPtr(acc), m * n, beta, dev, what);
+		else if (!useBias)
+			fillOnDevice(acc, 0);
+	} else {
+		gemm(acc, a, b, alpha, useBias ? beta : 0.0f, what);
+	}
+	if (!acc.is_same(out))
+		const_cast<at::Tensor &>(out).copy_(acc);
+}
+
+at::Tensor mm(const at::Tensor &a, const at::Tensor &b)
+{
+	checkMm(a, b, "mm");
+	if (!gemmNative(a, b))
+		return NPU_FALLBACK(mm, a, b);
+	at::Tensor out = emptyNpu({a.size(0), b.size(1)}, a.scalar_type(), deviceOf(a));
+	matmulInto(out, a, b, at::Tensor(), 0.0f, 1.0f, "aten::mm");
+	return out;
+}
+
+at::Tensor &mm_out(const at::Tensor &a, const at::Tensor &b, at::Tensor &out)
+{
+	checkMm(a, b, "mm");
+	if (!gemmNative(a, b) || !isNpu(out) || out.scalar_type() != a.scalar_type())
+		return NPU_FALLBACK(mm_out, a, b, out);
+	at::native::resize_output(out, {a.size(0), b.size(1)});
+	matmulInto(out, a, b, at::Tensor(), 0.0f, 1.0f, "aten::mm");
+	return out;
+}
+
+at::Tensor addmm(const at::Tensor &bias, const at::Tensor &a, const at::Tensor &b,
+                 const at::Scalar &beta, const at::Scalar &alpha)
+{
+	checkMm(a, b, "addmm");
+	checkSameDevice(bias, a);
+	bool ok = gemmNative(a, b) && isNpu(bias) && bias.scalar_type() == a.scalar_type() &&
+	          at::is_expandable_to(bias.sizes(), {a.size(0), b.size(1)});
+	if (!ok)
+		return NPU_FALLBACK(addmm, bias, a, b, beta, alpha);
+	at::Tensor out = emptyNpu({a.size(0), b.size(1)}, a.scalar_type(), deviceOf(a));
+	matmulInto(out, a, b, bias, beta.toFloat(), alpha.toFloat(), "aten::addmm");
+	return out;
+}
+
+at::Tensor &addmm_out(const at::Tensor &bias, const at::Tensor &a, const at::Tensor &b,
+                      const at::Scalar &beta, const at::Scalar &alpha, at::Tensor &out)
+{
+	checkMm(a, b, "addmm");
+	bool ok = gemmNative(a, b) && isNpu(bias) && isNpu(out) &&
+	          bias.scalar_type() == a.scalar_type() && out.scalar_type() == a.scalar_type() &&
+	          at::is_expandable_to(bias.sizes(), {a.size(0), b.size(1)});
+	if (!ok)
+		return NPU_FALLBACK(addmm_out, bias, a, b, beta, alpha, out);
+	// addmm_(...) passes out == bias: read it before out is written.
+	at::Tensor bb = out.is_same(bias) ? contiguousOnDevice(bias.clone()) : bias;
+	at::native::resize_output(out, {a.size(0), b.size(1)});
+	matmulInto(out, a, b, bb, beta.toFloat(), alpha.toFloat(), "aten::addmm");
+	return out;
+}
+
+at::Tensor bmm(const at::Tensor &a, const at::Tensor &b)
+{
+	checkSameDevice(a, b);
+	TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
+	TORCH_CHECK(b.dim() == 3, "batch2 must be a 3D tensor");
+	TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1),
+	            "Expected size for first two dimensions of batch2 tensor to be: [", a.size(0),
+	            ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
+	TORCH_CHECK(a.scalar_type() == b.scalar_type(), "expected scalar type ", a.scalar_type(),
+	            " but found ", b.scalar_type());
+	if (!gemmNative(a, b) || a.size(0) > kMaxLaunches)
+		return NPU_FALLBACK(bmm, a, b);
+	at::Tensor out = emptyNpu({a.size(0), a.size(1), b.size(2)}, a.scalar_type(), deviceOf(a));
+	for (int64_t i = 0; i < a.size(0); i++)
+		matmulInto(out.select(0, i), a.select(0, i), b.select(0, i), at::Tensor(), 0.0f,
+		           1.0f, "aten::bmm");
+	return out;
+}
+
+// --------------------------------------------------------------- reduction
+
+// out (contiguous, outer*inner) := sum over the middle of x (contiguous,
+// outer x red x inner).
+void reduceSum(const at::Tensor &out, const at::Tensor &x, int64_t outer, int64_t red,
+               int64_t inner)
+{
+	npurtOpDesc d{};
+	d.op = npurtOpReduceSum;
+	toNpurtType(x.scalar_type(), &d.dtype);
+	d.outDtype = d.dtype;
+	size_t es = x.element_size();
+	int dev = deviceOf(x);
+	if (inner == 1) {
+		d.a = dataPtr(x);
+		d.out = dataPtr(out);
+		d.m = outer;
+		d.n = red;
+		d.axis = 1;
+		launchOp(d, dev, "aten::sum");
+		return;
+	}
+	for (int64_t o = 0; o < outer; o++) {
+		d.a = static_cast<const char *>(dataPtr(x)) + o * red * inner * es;
+		d.out = static_cast<char *>(dataPtr(out)) + o * inner * es;
+		d.m = red;
+		d.n = inner;
+		d.axis = 0;
+		launchOp(d, dev, "aten::sum");
+	}
+}
+
+// Sum over `dims` (any set) natively; false if the op set cannot.
+bool sumNative(const at::Tensor &self, at::OptionalIntArrayRef dimOpt, bool keepdim,
+               c10::optional<at::ScalarType> dtype, const at::Tensor &outIn, at::Tensor *res)
+{
+	at::ScalarType in = self.scalar_type();
+	at::ScalarType ot = dtype.value_or(at::isIntegralType(in, true) ? at::kLong : in);
+	if (!isNativeFloat(ot) || !(isNativeFloat(in) || in == at::kInt) ||
+	    (in != ot && !castIsNative(in, ot)))
+		return false;
+	if (outIn.defined() && (!isNpu(outIn) || outIn.scalar_type() != ot))
+		return false;
+	if (self.numel() * c10::elementSize(ot) > kOperandMax)
+		return false;
+	int64_t nd = self.dim();
+	std::vector<bool> reduce(std::max<int64_t>(nd, 1), false);
+	at::IntArrayRef dims = dimOpt.value_or(at::IntArrayRef{});
+	if (dims.empty())
+		std::fill(reduce.begin(), reduce.end(), true);
+	for (int64_t d : dims) {
+		int64_t w = at::maybe_wrap_dim(d, nd);
+		TORCH_CHECK(!reduce[w] || dims.empty(), "dim ", w,
+		            " appears multiple times in the list of dims");
+		reduce[w] = true;
+	}
+	std::vector<int64_t> outShape;
+	for (int64_t i = 0; i < nd; i++) {
+		if (!reduce[i])
+			outShape.push_back(self.size(i));
+		else if (keepdim)
+			outShape.push_back(1);
+	}
+	int dev = deviceOf(self);
+	at::Tensor out = outIn;
+	if (out.defined())
+		at::native::resize_output(out, outShape);
+	else
+		out = emptyNpu(outShape, ot, dev);
+	*res = out;
+	if (out.numel() == 0)
+		return true;
+	if (self.numel() == 0) {
+		fillOnDevice(out, 0);
+		return true;
+	}
+	at::Tensor x = self;
+	if (in != ot) {
+		at::Tensor c = emptyNpu(self.sizes(), ot, dev);
+		castOnDevice(c, self);
+		x = c;
+	}
+	x = contiguousOnDevice(x);
+	if (nd == 0) {
+		copyOnDevice(out, x.view({}));
+		return true;
+	}
+	// One run of adjacent reduced dimensions at a time, outermost first.
+	std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+	std::vector<bool> red = reduce;
+	while (true) {
+		auto first = std::find(red.begin(), red.end(), true);
+		if (first == red.end())
+			break;
+		auto last = std::find(first, red.end(), false);
+		size_t f = first - red.begin(), l = last - red.begin();
+		int64_t outer = 1, r = 1, inner = 1;
+		for (size_t i = 0; i < f; i++)
+			outer *= sizes[i];
+		for (size_t i = f; i < l; i++)
+			r *= sizes[i];
+		for (size_t i = l; i < sizes.size(); i++)
+			inner *= sizes[i];
+		if (inner != 1 && outer > kMaxLaunches)
+			return false;  // nothing written yet only on the first pass
+		std::vector<int64_t> ns(sizes.begin(), sizes.begin() + f);
+		ns.insert(ns.end(), sizes.begin() + l, sizes.end());
+		at::Tensor y = emptyNpu(ns, ot, dev);
+		reduceSum(y, x, outer, r, inner);
+		x = y;
+		sizes = ns;
+		red.erase(red.begin() + f, red.begin() + l);
+	}
+	at::Tensor shaped = x.view(outShape);
+	if (out.is_contiguous())
+		copyOnDevice(out, shaped);
+	else
+		out.copy_(shaped);
+	return true;
+}
+
+at::Tensor sum_dim(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
+                   c10::optional<at::ScalarType> dtype)
+{
+	at::Tensor r;
+	if (sumNative(self, dim, keepdim, dtype, at::Tensor(), &r))
+		return r;
+	return NPU_FALLBACK(sum_dim_IntList, self, dim, keepdim, dtype);
+}
+
+at::Tensor &sum_out(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
+                    c10::optional<at::ScalarType> dtype, at::Tensor &out)
+{
+	at::Tensor r;
+	if (sumNative(self, dim, keepdim, dtype, out, &r))
+		return out;
+	return NPU_FALLBACK(sum_IntList_out, self, dim, keepdim, dtype, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m)
+{
+	m.fallback(torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
+{
+	m.impl("add.Tensor", TORCH_FN(add));
+	m.impl("add_.Tensor", TORCH_FN(add_));
+	m.impl("add.out", TORCH_FN(add_out));
+	m.impl("sub.Tensor", TORCH_FN(sub));
+	m.impl("sub_.Tensor", TORCH_FN(sub_));
+	m.impl("sub.out", TORCH_FN(sub_out));
+	m.impl("mul.Tensor", TORCH_FN(mul));
+	m.impl("mul_.Tensor", TORCH_FN(mul_));
+	m.impl("mul.out", TORCH_FN(mul_out));
+	m.impl("div.Tensor", TORCH_FN(div));
+	m.impl("div_.Tensor", TORCH_FN(div_));
+	m.impl("div.out", TORCH_FN(div_out));
+	m.impl("maximum", TORCH_FN(maximum));
+	m.impl("maximum.out", TORCH_FN(maximum_out));
+	m.impl("minimum", TORCH_FN(minimum));
+	m.impl("minimum.out", TORCH_FN(minimum_out));
+	m.impl("relu", TORCH_FN(relu));
+	m.impl("relu_", TORCH_FN(relu_));
+	m.impl("exp", TORCH_FN(exp));
+	m.impl("exp.out", TORCH_FN(exp_out));
+	m.impl("gelu", TORCH_FN(gelu));
+	m.impl("gelu.out", TORCH_FN(gelu_out));
+	m.impl("mm", TORCH_FN(mm));
+	m.impl("mm.out", TORCH_FN(mm_out));
+	m.impl("addmm", TORCH_FN(addmm));
+	m.impl("addmm.out", TORCH_FN(addmm_out));
+	m.impl("bmm", TORCH_FN(bmm));
+	m.impl("sum.dim_IntList", TORCH_FN(sum_dim));
+	m.impl("sum.IntList_out", TORCH_FN(sum_out));
+}
+
+}  // namespace torch_npurt

@@ -1,0 +1,62 @@
+// npu_ops.h - device-side building blocks shared by the kernel files:
+// allocation, copies between any two strided views, fills, casts and op
+// launches. Every function runs on the current stream of the tensors'
+// device and makes that device current while it enqueues.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "npu_runtime.h"
+
+namespace torch_npurt {
+
+inline bool isNpu(const at::Tensor &t)
+{
+	return t.defined() && t.device().type() == kNpu;
+}
+
+inline int deviceOf(const at::Tensor &t)
+{
+	return t.device().index();
+}
+
+inline void *dataPtr(const at::Tensor &t)
+{
+	return static_cast<char *>(t.storage().data()) + t.storage_offset() * t.element_size();
+}
+
+// A contiguous NPU tensor on `device`.
+at::Tensor emptyNpu(at::IntArrayRef sizes, at::ScalarType dtype, int device);
+
+// The libnpurt element type of a torch dtype, if the op set has it.
+bool toNpurtType(at::ScalarType t, npurtDataType *out);
+
+// dst := src for two NPU tensors of equal shape and dtype, any strides
+// (src may broadcast, with zero strides). Device-side where libnpurt can
+// do it; otherwise through the host, counted in the fallback report
+// (libnpurt has no strided copy yet: RUNTIME_NEEDS.md).
+void copyOnDevice(const at::Tensor &dst, const at::Tensor &src);
+
+// src itself if it is contiguous, else a contiguous copy on its device.
+at::Tensor contiguousOnDevice(const at::Tensor &src);
+
+// Fills an NPU tensor (any strides) with a value.
+void fillOnDevice(const at::Tensor &t, const at::Scalar &value);
+
+// dst := src converted, both NPU tensors of equal shape; dst's dtype is
+// the target. Through the op set's cast where it matches torch's
+// conversion, else through the host (counted).
+void castOnDevice(const at::Tensor &dst, const at::Tensor &src);
+// Whether castOnDevice converts from -> to on the device.
+bool castIsNative(at::ScalarType from, at::ScalarType to);
+
+// Enqueues one op on the current stream of `device`; `what` names the
+// ATen op in fault reports.
+void launchOp(const npurtOpDesc &desc, int device, const char *what);
+
+// Copies between host and device memory on the device's current stream;
+// waits for it unless nonBlocking.
+void copyBytes(void *dst, const void *src, size_t n, npurtMemcpyKind kind, int device,
+               bool nonBlocking);
+
+}  // namespace torch_npurt

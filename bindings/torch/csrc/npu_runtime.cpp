@@ -1,0 +1,440 @@
+// npu_runtime.cpp - errors, devices, streams, the device guard and the
+// allocator of the PrivateUse1 backend, all on libnpurt's C API.
+#include "npu_runtime.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <vector>
+
+namespace torch_npurt {
+
+namespace {
+
+constexpr int kMaxDevices = 16;  // the driver's limit (num_devices)
+constexpr int kPoolSize = 4;  // pool streams per priority and device
+constexpr size_t kPriorities = 8;  // room for libnpurt's priority range
+
+std::string runtimeMessage(npurtError_t err)
+{
+	const char *msg = npurtGetLastErrorMessage();
+	std::string what = std::string(npurtGetErrorName(err)) + ": " +
+	                   ((msg && *msg) ? msg : npurtGetErrorString(err));
+	npurtGetLastError();  // consumed: the next failure starts clean
+	return what;
+}
+
+std::string formatBytes(uint64_t b)
+{
+	char buf[32];
+	if (b >= (1ull << 30))
+		std::snprintf(buf, sizeof(buf), "%.2f GiB", b / double(1ull << 30));
+	else if (b >= (1ull << 20))
+		std::snprintf(buf, sizeof(buf), "%.2f MiB", b / double(1ull << 20));
+	else
+		std::snprintf(buf, sizeof(buf), "%.2f KiB", b / 1024.0);
+	return buf;
+}
+
+}  // namespace
+
+void throwError(npurtError_t err, const char *what)
+{
+	std::string msg = std::string(what) + ": " + runtimeMessage(err);
+	if (err == npurtErrorNoDevice)
+		msg += " (torch_npurt.npu.is_available() is False: is npu.ko loaded?)";
+	TORCH_CHECK(false, msg);
+}
+
+int deviceCount()
+{
+	// Cached: the set of NPUs is fixed for the life of the process.
+	static int count = [] {
+		int n = 0;
+		if (npurtGetDeviceCount(&n) != npurtSuccess)
+			n = 0;  // the reason stays readable through noDeviceReason()
+		return n;
+	}();
+	return count;
+}
+
+std::string noDeviceReason()
+{
+	static std::string reason = [] {
+		int n = 0;
+		npurtError_t err = npurtGetDeviceCount(&n);
+		if (err == npurtSuccess && n > 0)
+			return std::string();
+		if (err == npurtSuccess)
+			return std::string("no NPU found");
+		return runtimeMessage(err);
+	}();
+	return reason;
+}
+
+int currentDevice()
+{
+	int dev = 0;
+	check(npurtGetDevice(&dev), "npurtGetDevice");
+	return dev;
+}
+
+void setDevice(int device)
+{
+	int cur = -1;
+	if (npurtGetDevice(&cur) == npurtSuccess && cur == device)
+		return;
+	check(npurtSetDevice(device), "npurtSetDevice");
+}
+
+int checkedDevice(int64_t index)
+{
+	int n = deviceCount();
+	if (n == 0)
+		TORCH_CHECK(false, "NPU unavailable: ", noDeviceReason());
+	if (index < 0)
+		return currentDevice();
+	TORCH_CHECK_INDEX(index < n, "NPU device ", index, " requested, but ", n,
+	                  " NPU(s) present (valid indices 0..", n - 1, ")");
+	return static_cast<int>(index);
+}
+
+DeviceScope::DeviceScope(int device) : previous_(currentDevice())
+{
+	setDevice(device);
+}
+
+DeviceScope::~DeviceScope()
+{
+	if (previous_ >= 0)
+		npurtSetDevice(previous_);
+}
+
+// ---------------------------------------------------------------- streams
+
+namespace {
+
+struct StreamEntry {
+	npurtStream_t stream;
+	int priority;
+};
+
+struct DeviceStreams {
+	std::mutex lock;
+	std::vector<StreamEntry> table;  // id = index + 1
+	// Pool stream ids per priority (index: priority - greatest).
+	std::vector<int64_t> pool[kPriorities];
+	std::atomic<unsigned> next[kPriorities]{};
+};
+
+std::array<DeviceStreams, kMaxDevices> &streamTables()
+{
+	// Leaked on purpose: streams outlive every tensor and static destructor.
+	static auto *tables = new std::array<DeviceStreams, kMaxDevices>();
+	return *tables;
+}
+
+thread_local std::array<int64_t, kMaxDevices> tlsCurrent{};  // 0: default stream
+
+int64_t addStream(int device, int priority)
+{
+	DeviceScope scope(device);
+	npurtStream_t s = nullptr;
+	check(npurtStreamCreateWithPriority(&s, npurtStreamNonBlocking, priority),
+	      "npurtStreamCreateWithPriority");
+	auto &t = streamTables()[device];
+	std::lock_guard<std::mutex> g(t.lock);
+	t.table.push_back({s, priority});
+	return static_cast<int64_t>(t.table.size());
+}
+
+void checkStreamDevice(const c10::Stream &stream)
+{
+	TORCH_CHECK(stream.device_type() == kNpu, "expected an NPU stream, got a stream of ",
+	            stream.device());
+	checkedDevice(stream.device_index());
+}
+
+}  // namespace
+
+npurtStream_t nativeStream(const c10::Stream &stream)
+{
+	checkStreamDevice(stream);
+	if (stream.id() == 0)
+		return nullptr;
+	auto &t = streamTables()[stream.device_index()];
+	std::lock_guard<std::mutex> g(t.lock);
+	TORCH_CHECK(stream.id() > 0 && static_cast<size_t>(stream.id()) <= t.table.size(),
+	            "unknown NPU stream id ", stream.id(), " on ", stream.device());
+	return t.table[stream.id() - 1].stream;
+}
+
+c10::Stream defaultStream(int device)
+{
+	return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, device), 0);
+}
+
+c10::Stream currentStream(int device)
+{
+	return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, device), tlsCurrent[device]);
+}
+
+c10::Stream exchangeStream(const c10::Stream &stream)
+{
+	checkStreamDevice(stream);
+	int dev = stream.device_index();
+	c10::Stream old = currentStream(dev);
+	tlsCurrent[dev] = stream.id();
+	return old;
+}
+
+c10::Stream poolStream(int device, int priority)
+{
+	device = checkedDevice(device);
+	int least = 0, greatest = 0;
+	npurtDeviceGetStreamPriorityRange(&least, &greatest);
+	TORCH_CHECK(priority <= least && priority >= greatest, "stream priority ", priority,
+	            " is out of range [", greatest, ", ", least,
+	            "] (lower numbers are higher priority)");
+	auto &t = streamTables()[device];
+	size_t cls = static_cast<size_t>(priority - greatest);
+	TORCH_INTERNAL_ASSERT(cls < kPriorities);
+	std::unique_lock<std::mutex> g(t.lock);
+	if (t.pool[cls].empty()) {
+		g.unlock();  // addStream takes the lock
+		std::vector<int64_t> ids;
+		for (int i = 0; i < kPoolSize; i++)
+			ids.push_back(addStream(device, priority));
+		g.lock();
+		if (t.pool[cls].empty())  // another thread may have won the race
+			t.pool[cls] = std::move(ids);
+	}
+	int64_t id = t.pool[cls][t.next[cls].fetch_add(1) % kPoolSize];
+	return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, device), id);
+}
+
+int streamPriority(const c10::Stream &stream)
+{
+	npurtStream_t s = nativeStream(stream);
+	DeviceScope scope(stream.device_index());
+	int prio = 0;
+	check(npurtStreamGetPriority(s, &prio), "npurtStreamGetPriority");
+	return prio;
+}
+
+// ------------------------------------------------------------ device guard
+
+namespace {
+
+struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+	c10::DeviceType type() const override { return kNpu; }
+
+	c10::Device exchangeDevice(c10::Device d) const override
+	{
+		c10::Device old = getDevice();
+		if (old.index() != d.index())
+			setDevice(d);
+		return old;
+	}
+
+	c10::Device getDevice() const override { return c10::Device(kNpu, currentDevice()); }
+
+	void setDevice(c10::Device d) const override
+	{
+		TORCH_CHECK(d.type() == kNpu, "expected an NPU device, got ", d);
+		torch_npurt::setDevice(checkedDevice(d.index()));
+	}
+
+	void uncheckedSetDevice(c10::Device d) const noexcept override
+	{
+		npurtSetDevice(d.index());
+	}
+
+	c10::Stream getStream(c10::Device d) const noexcept override
+	{
+		return currentStream(d.index());
+	}
+
+	c10::Stream getDefaultStream(c10::Device d) const override
+	{
+		return defaultStream(d.index());
+	}
+
+	c10::Stream getStreamFromGlobalPool(c10::Device d, bool highPriority) const override
+	{
+		int least = 0, greatest = 0;
+		npurtDeviceGetStreamPriorityRange(&least, &greatest);
+		return poolStream(d.index(), highPriority ? greatest : 0);
+	}
+
+	c10::Stream exchangeStream(c10::Stream s) const noexcept override
+	{
+		int dev = s.device_index();
+		c10::Stream old = currentStream(dev);
+		tlsCurrent[dev] = s.id();
+		return old;
+	}
+
+	c10::DeviceIndex deviceCount() const noexcept override
+	{
+		return static_cast<c10::DeviceIndex>(torch_npurt::deviceCount());
+	}
+
+	void record(void **event, const c10::Stream &stream, const c10::DeviceIndex deviceIndex,
+	            const c10::EventFlag flag) const override
+	{
+		TORCH_CHECK(deviceIndex == -1 || deviceIndex == stream.device_index(),
+		            "event device ", int(deviceIndex), " does not match the stream's ",
+		            stream.device());
+		DeviceScope scope(stream.device_index());
+		auto *ev = reinterpret_cast<npurtEvent_t *>(event);
+		if (!*ev) {
+			// PyTorch's default event is the cheap kind; BACKEND_DEFAULT
+			// times, as cudaEventDefault does.
+			unsigned flags = flag == c10::EventFlag::BACKEND_DEFAULT
+			                         ? npurtEventTiming
+			                         : npurtEventDisableTiming;
+			check(npurtEventCreateWithFlags(ev, flags), "npurtEventCreateWithFlags");
+		}
+		check(npurtEventRecord(*ev, nativeStream(stream)), "npurtEventRecord");
+	}
+
+	void block(void *event, const c10::Stream &stream) const override
+	{
+		if (!event)
+			return;  // never recorded: nothing to wait for
+		DeviceScope scope(stream.device_index());
+		check(npurtStreamWaitEvent(nativeStream(stream), static_cast<npurtEvent_t>(event),
+		                           0),
+		      "npurtStreamWaitEvent");
+	}
+
+	bool queryEvent(void *event) const override
+	{
+		if (!event)
+			return true;
+		npurtError_t err = npurtEventQuery(static_cast<npurtEvent_t>(event));
+		if (err == npurtErrorNotReady)
+			return false;
+		check(err, "npurtEventQuery");
+		return true;
+	}
+
+	void destroyEvent(void *event, const c10::DeviceIndex) const noexcept override
+	{
+		if (event)
+			npurtEventDestroy(static_cast<npurtEvent_t>(event));
+	}
+
+	bool queryStream(const c10::Stream &stream) const override
+	{
+		DeviceScope scope(stream.device_index());
+		npurtError_t err = npurtStreamQuery(nativeStream(stream));
+		if (err == npurtErrorNotReady)
+			return false;
+		check(err, "npurtStreamQuery");
+		return true;
+	}
+
+	void synchronizeStream(const c10::Stream &stream) const override
+	{
+		DeviceScope scope(stream.device_index());
+		check(npurtStreamSynchronize(nativeStream(stream)), "npurtStreamSynchronize");
+	}
+
+	// libnpurt has no public recordStream yet (RUNTIME_NEEDS.md): nothing
+	// to tell it. Accepting the call silently would promise a safety the
+	// runtime does not give, so say so once.
+	void recordDataPtrOnStream(const c10::DataPtr &, const c10::Stream &) const override
+	{
+		TORCH_WARN_ONCE("torch_npurt: record_stream is not supported by libnpurt yet; "
+		                "freeing a tensor still in use on another stream is unsafe "
+		                "(see bindings/torch/RUNTIME_NEEDS.md)");
+	}
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, NpuGuardImpl);
+
+// --------------------------------------------------------------- allocator
+
+std::atomic<bool> freeErrorReported{false};
+
+void freeDeviceMemory(void *p)
+{
+	if (!p)
+		return;
+	npurtError_t err = npurtFree(p);
+	// A deleter cannot throw; a failed free is a bug worth one line.
+	if (err != npurtSuccess && !freeErrorReported.exchange(true))
+		std::fprintf(stderr, "torch_npurt: npurtFree(%p) failed: %s\n", p,
+		             runtimeMessage(err).c_str());
+}
+
+[[noreturn]] void throwOutOfMemory(int device, size_t n)
+{
+	std::string runtime = runtimeMessage(npurtErrorMemoryAllocation);
+	npurtMemStats st{};
+	size_t freeB = 0, total = 0;
+	npurtMemGetStats(&st);
+	npurtMemGetInfo(&freeB, &total);
+	npurtGetLastError();
+	TORCH_CHECK_WITH(OutOfMemoryError, false, "NPU out of memory. Tried to allocate ",
+	                 formatBytes(n), " (NPU ", device, "; ", formatBytes(total),
+	                 " total capacity; ", formatBytes(st.allocatedBytes),
+	                 " already allocated; ", formatBytes(freeB), " free; ",
+	                 formatBytes(st.reservedBytes),
+	                 " reserved in total by PyTorch). The runtime says: ", runtime);
+}
+
+class NpuAllocator final : public c10::Allocator {
+public:
+	c10::DataPtr allocate(size_t n) const override
+	{
+		int dev = checkedDevice(-1);
+		void *p = nullptr;
+		if (n) {
+			npurtError_t err = npurtMalloc(&p, n);
+			if (err == npurtErrorMemoryAllocation)
+				throwOutOfMemory(dev, n);
+			check(err, "npurtMalloc");
+		}
+		return {p, p, &freeDeviceMemory, c10::Device(kNpu, dev)};
+	}
+
+	c10::DeleterFnPtr raw_deleter() const override { return &freeDeviceMemory; }
+};
+
+NpuAllocator gAllocator;
+
+}  // namespace
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &gAllocator);
+
+c10::Allocator *allocator()
+{
+	return &gAllocator;
+}
+
+// ---------------------------------------------------------------- fallback
+
+namespace {
+std::mutex gFallbackLock;
+std::map<std::string, uint64_t> gFallbacks;
+}  // namespace
+
+void countFallback(const std::string &name)
+{
+	std::lock_guard<std::mutex> g(gFallbackLock);
+	gFallbacks[name]++;
+}
+
+std::map<std::string, uint64_t> fallbackCounts()
+{
+	std::lock_guard<std::mutex> g(gFallbackLock);
+	return gFallbacks;
+}
+
+}  // namespace torch_npurt

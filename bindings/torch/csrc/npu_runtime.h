@@ -1,0 +1,85 @@
+// npu_runtime.h - the torch_npurt backend's view of libnpurt: errors,
+// devices, streams (c10::Stream <-> npurtStream_t), the allocator and the
+// fallback bookkeeping shared by the kernel files.
+//
+// Only libnpurt's public C API is used (npurt.h); npurt.hpp needs C++20
+// (std::source_location) and libtorch 1.13 builds as C++17.
+#pragma once
+
+#include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+#include <c10/util/Exception.h>
+
+#include <npurt/npurt.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace torch_npurt {
+
+constexpr c10::DeviceType kNpu = c10::DeviceType::PrivateUse1;
+
+// Throws c10::Error (a Python RuntimeError) naming the call and libnpurt's
+// message for this thread's last failure.
+[[noreturn]] void throwError(npurtError_t err, const char *what);
+
+inline void check(npurtError_t err, const char *what)
+{
+	if (err != npurtSuccess)
+		throwError(err, what);
+}
+
+// Number of NPUs; 0 when none (or the runtime cannot start). Never throws.
+int deviceCount();
+// Why there is no NPU ("" if there is one): libnpurt's message.
+std::string noDeviceReason();
+// Checks a device index (-1 = current) and returns it.
+int checkedDevice(int64_t index);
+int currentDevice();
+// Sets the calling thread's device if it differs (npurtSetDevice is cheap,
+// but it also drops an explicit context, so only call it on a change).
+void setDevice(int device);
+
+// Makes a device current for a scope.
+class DeviceScope {
+public:
+	explicit DeviceScope(int device);
+	~DeviceScope();
+	DeviceScope(const DeviceScope &) = delete;
+	DeviceScope &operator=(const DeviceScope &) = delete;
+
+private:
+	int previous_;
+};
+
+// Streams. c10::Stream ids are 0 for a device's default (NULL) stream and
+// 1 + an index into the device's stream table otherwise. Streams live until
+// the process exits, as in PyTorch's CUDA stream pools.
+npurtStream_t nativeStream(const c10::Stream &stream);
+c10::Stream currentStream(int device);
+c10::Stream defaultStream(int device);
+// Sets the thread's current stream of stream.device(); returns the old one.
+c10::Stream exchangeStream(const c10::Stream &stream);
+// A stream of this priority from the device's pool (round robin over a
+// few streams per priority, created on first use), as CUDA's pools.
+c10::Stream poolStream(int device, int priority);
+int streamPriority(const c10::Stream &stream);
+
+// The libnpurt stream that work on `device` goes to now.
+inline npurtStream_t currentNative(int device)
+{
+	return nativeStream(currentStream(device));
+}
+
+// Device memory: the c10::Allocator for PrivateUse1.
+c10::Allocator *allocator();
+
+// Ops run through the CPU fallback (and device copies that had to go
+// through the host), counted for NPURT_TORCH_FALLBACK_REPORT.
+void countFallback(const std::string &name);
+std::map<std::string, uint64_t> fallbackCounts();
+
+}  // namespace torch_npurt

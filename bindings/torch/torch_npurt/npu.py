@@ -1,0 +1,363 @@
+"""torch_npurt.npu: the device module, with torch_npu's (and torch.cuda's) names.
+
+Devices, streams, events and the memory pool of libnpurt. ``device``
+arguments take an index, ``"npu"``/``"npu:N"``, ``"privateuseone:N"`` or a
+``torch.device`` of the backend; ``None`` means the current device.
+"""
+
+import contextlib
+
+import torch
+
+from . import _C
+
+_DEVICE_TYPE = "privateuseone"  # set to "npu" by the package on torch >= 2.0
+
+OutOfMemoryError = torch.cuda.OutOfMemoryError
+"""Raised when device memory runs out (a RuntimeError; message "NPU out of
+memory. Tried to allocate ..."). torch 1.13 maps C++ out-of-memory errors to
+this class, whatever the device."""
+
+__all__ = [
+    "is_available", "device_count", "set_device", "current_device", "synchronize",
+    "get_device_name", "get_device_properties", "device", "torch_device",
+    "Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
+    "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+    "memory_stats", "memory_summary", "reset_peak_memory_stats", "empty_cache",
+    "mem_get_info", "manual_seed", "manual_seed_all", "OutOfMemoryError",
+]
+
+
+# ------------------------------------------------------------------ devices
+
+def _index(device, optional=True):
+    """The device index that `device` names (None: the current one)."""
+    if device is None:
+        if not optional:
+            raise ValueError("a device is required")
+        return _C._current_device()
+    if isinstance(device, Stream):
+        return device.device_index
+    if isinstance(device, torch.device):
+        if device.type != "privateuseone" and device.type != _DEVICE_TYPE:
+            raise ValueError("expected an NPU device, got %s" % device)
+        return _C._check_device(device.index if device.index is not None else -1)
+    if isinstance(device, str):
+        kind, _, idx = device.partition(":")
+        if kind not in ("npu", "privateuseone", _DEVICE_TYPE):
+            raise ValueError("expected an NPU device string ('npu:N'), got %r" % device)
+        if idx and not idx.isdigit():
+            raise ValueError("invalid NPU device string %r" % device)
+        return _C._check_device(int(idx) if idx else -1)
+    if isinstance(device, int) and not isinstance(device, bool):
+        if device < 0:
+            raise ValueError("NPU device index must be >= 0, got %d" % device)
+        return _C._check_device(device)
+    raise TypeError("invalid NPU device %r" % (device,))
+
+
+def torch_device(index=None):
+    """The torch.device of NPU `index` (the current one if None)."""
+    return torch.device(_DEVICE_TYPE, _index(index))
+
+
+def is_available():
+    """True if at least one NPU can be used (npu.ko loaded, render node
+    accessible). When False, creating a tensor says why."""
+    return _C._device_count() > 0
+
+
+def device_count():
+    return _C._device_count()
+
+
+def set_device(device):
+    _C._set_device(_index(device, optional=False))
+
+
+def current_device():
+    return _C._current_device()
+
+
+def synchronize(device=None):
+    """Waits for all work on every stream of the device."""
+    _C._synchronize(_index(device))
+
+
+class _Properties:
+    def __init__(self, d):
+        self.__dict__.update(d)
+
+    def __repr__(self):
+        return "_NPUDeviceProperties(name='%s', total_memory=%dMB, copy_engines=%d, " \
+               "compute_engines=%d, emulated=%s)" % (
+                   self.name, self.total_memory // (1 << 20), self.copy_engine_count,
+                   self.compute_engine_count, self.emulated)
+
+
+def get_device_properties(device=None):
+    return _Properties(_C._device_properties(_index(device)))
+
+
+def get_device_name(device=None):
+    return get_device_properties(device).name
+
+
+class device:
+    """Context manager that makes `idx` the current NPU."""
+
+    def __init__(self, idx):
+        self.idx = -1 if idx is None else _index(idx)
+        self.prev = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev = current_device()
+            set_device(self.idx)
+
+    def __exit__(self, *exc):
+        if self.prev >= 0:
+            set_device(self.prev)
+        return False
+
+
+# ------------------------------------------------------------------ streams
+
+class Stream:
+    """An NPU stream (a libnpurt stream from the device's pool).
+
+    Lower priority numbers are higher priority; the range is
+    ``_C._stream_priority_range()`` (least, greatest).
+    """
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        if "_id" in kwargs:
+            self.device_index = kwargs["_id"][0]
+            self.stream_id = kwargs["_id"][1]
+            return
+        if kwargs:
+            raise TypeError("unexpected arguments %s" % sorted(kwargs))
+        if not isinstance(priority, int):
+            raise TypeError("priority must be an int")
+        self.device_index = _index(device)
+        self.stream_id = _C._stream_pool(self.device_index, priority)
+
+    @classmethod
+    def _wrap(cls, dev, sid):
+        return cls(_id=(dev, sid))
+
+    @property
+    def device(self):
+        return torch.device(_DEVICE_TYPE, self.device_index)
+
+    @property
+    def priority(self):
+        return _C._stream_get_priority(self.device_index, self.stream_id)
+
+    def query(self):
+        """True if all work on the stream has completed."""
+        return _C._stream_query(self.device_index, self.stream_id)
+
+    def synchronize(self):
+        _C._stream_synchronize(self.device_index, self.stream_id)
+
+    def wait_event(self, event):
+        event.wait(self)
+
+    def wait_stream(self, stream):
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event=None):
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and \
+            (self.device_index, self.stream_id) == (other.device_index, other.stream_id)
+
+    def __hash__(self):
+        return hash((self.device_index, self.stream_id))
+
+    def __repr__(self):
+        return "<torch_npurt.npu.Stream device=%s id=%d>" % (self.device, self.stream_id)
+
+
+def current_stream(device=None):
+    dev = _index(device)
+    return Stream._wrap(dev, _C._current_stream(dev))
+
+
+def default_stream(device=None):
+    return Stream._wrap(_index(device), 0)
+
+
+def set_stream(stream):
+    """Makes `stream` the current stream of its device (for this thread)."""
+    if stream is None:
+        return
+    if not isinstance(stream, Stream):
+        raise TypeError("expected a torch_npurt.npu.Stream, got %r" % (stream,))
+    _C._set_stream(stream.device_index, stream.stream_id)
+
+
+class StreamContext:
+    """Work inside goes to `stream`, on its device; both are restored after."""
+
+    def __init__(self, stream):
+        if stream is not None and not isinstance(stream, Stream):
+            raise TypeError("expected a torch_npurt.npu.Stream or None, got %r" % (stream,))
+        self.stream = stream
+        self.saved = None
+
+    def __enter__(self):
+        s = self.stream
+        if s is None:
+            return None
+        prev_dev = current_device()
+        set_device(s.device_index)
+        self.saved = (prev_dev, current_stream(s.device_index))
+        set_stream(s)
+        return s
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            prev_dev, prev_stream = self.saved
+            set_stream(prev_stream)
+            set_device(prev_dev)
+        return False
+
+
+def stream(stream):
+    return StreamContext(stream)
+
+
+# ------------------------------------------------------------------- events
+
+class Event:
+    """An NPU event. Timing is opt-in (enable_timing=True), as in torch_npu."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        if interprocess:
+            # libnpurt has no IPC event handles yet (RUNTIME_NEEDS.md).
+            raise RuntimeError("interprocess NPU events are not supported by libnpurt yet")
+        self.enable_timing = bool(enable_timing)
+        self._ev = _C._Event(self.enable_timing, bool(blocking))
+
+    def record(self, stream=None):
+        if stream is None:
+            stream = current_stream()
+        self._ev.record(stream.device_index, stream.stream_id)
+
+    def wait(self, stream=None):
+        """Makes later work on `stream` (default: current) wait for this event."""
+        if stream is None:
+            stream = current_stream()
+        self._ev.wait(stream.device_index, stream.stream_id)
+
+    def query(self):
+        return self._ev.query()
+
+    def synchronize(self):
+        self._ev.synchronize()
+
+    def elapsed_time(self, end_event):
+        """Milliseconds from this event to `end_event` (device clock)."""
+        if not isinstance(end_event, Event):
+            raise TypeError("expected an Event")
+        return self._ev.elapsed_time(end_event._ev)
+
+    def __repr__(self):
+        return "<torch_npurt.npu.Event timing=%s>" % self.enable_timing
+
+
+# ------------------------------------------------------------------- memory
+
+def memory_stats(device=None):
+    """The pool's statistics (libnpurt's npurtMemGetStats) with torch.cuda's keys."""
+    return dict(_C._memory_stats(_index(device)))
+
+
+def memory_allocated(device=None):
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None):
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device=None):
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device=None):
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device=None):
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def empty_cache(device=None):
+    """Gives the pool's cached, unused memory back to the device."""
+    _C._empty_cache(_index(device))
+
+
+def mem_get_info(device=None):
+    """(free, total) device memory in bytes, for all processes."""
+    return tuple(_C._mem_get_info(_index(device)))
+
+
+def _fmt(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return ("%d %s" % (n, unit)) if unit == "B" else ("%.2f %s" % (n, unit))
+        n /= 1024.0
+    return str(n)
+
+
+def memory_summary(device=None, abbreviated=False):
+    dev = _index(device)
+    s = memory_stats(dev)
+    free, total = mem_get_info(dev)
+    rows = [
+        ("Allocated memory", s["allocated_bytes.all.current"], s["allocated_bytes.all.peak"]),
+        ("Reserved memory", s["reserved_bytes.all.current"], s["reserved_bytes.all.peak"]),
+        ("Non-releasable memory", s["inactive_split_bytes.all.current"],
+         s["inactive_split_bytes.all.peak"]),
+    ]
+    lines = ["=" * 64,
+             " NPU memory summary, device %d (libnpurt pool)" % dev,
+             "-" * 64,
+             " %-24s %18s %18s" % ("Metric", "Current", "Peak")]
+    for name, cur, peak in rows:
+        lines.append(" %-24s %18s %18s" % (name, _fmt(cur), _fmt(peak)))
+    lines.append(" %-24s %18d %18d" % ("Active blocks", s["active.all.current"],
+                                        s["active.all.peak"]))
+    if not abbreviated:
+        lines.append("-" * 64)
+        lines.append(" Device memory: %s free of %s" % (_fmt(free), _fmt(total)))
+        lines.append(" Segments allocated/freed: %d / %d" % (s["segment.all.allocated"],
+                                                            s["segment.all.freed"]))
+        lines.append(" Allocations/frees: %d / %d" % (s["allocation.all.allocated"],
+                                                     s["allocation.all.freed"]))
+        lines.append(" OOMs: %d, retries after emptying the cache: %d" % (
+            s["num_ooms"], s["num_alloc_retries"]))
+    lines.append("=" * 64)
+    return "\n".join(lines) + "\n"
+
+
+# -------------------------------------------------------------------- seeds
+
+def manual_seed(seed):
+    """Seeds the random numbers of NPU tensors.
+
+    Random ops on NPU tensors (randn, dropout, ...) run through the CPU
+    fallback and draw from torch's CPU generator, so this seeds that
+    generator (the op set has no random-number op yet).
+    """
+    torch.manual_seed(int(seed))
+
+
+manual_seed_all = manual_seed

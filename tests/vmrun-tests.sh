@@ -40,7 +40,16 @@ printf '[    1.0] WARNING: CPU: 0 PID: 1 at drivers/npu.c:1 x\n[    1.1] Call Tr
 printf '[    1.0] INFO: rcu_sched self-detected stall on CPU\n' > "$tmp/rcu.txt"
 printf '[    1.0] possible circular locking dependency detected\n' > "$tmp/lockdep.txt"
 
+# The debug kernel's start-up banners: clean.
+printf '[    7.170700] rcu: \tRCU lockdep checking is enabled.\n[   28.145983] kmemleak: Kernel memory leak detector initialized (mem pool available: 14666)\n' \
+	> "$tmp/banner.txt"
+{
+	cat "$tmp/banner.txt"
+	printf '[  300.1] kmemleak: 2 new suspected memory leaks (see /sys/kernel/debug/kmemleak)\n'
+} > "$tmp/leak.txt"
 expect logcheck-clean 0 - "$top/tools/vm-logcheck" "$tmp/clean.txt"
+expect logcheck-kmemleak-banner 0 - "$top/tools/vm-logcheck" "$tmp/banner.txt"
+expect logcheck-kmemleak-report 1 'suspected memory leaks' "$top/tools/vm-logcheck" "$tmp/leak.txt"
 expect logcheck-warn 1 'warning or error report' "$top/tools/vm-logcheck" "$tmp/warn.txt"
 expect logcheck-rcu 1 'stall on CPU' "$top/tools/vm-logcheck" "$tmp/rcu.txt"
 expect logcheck-lockdep 1 'circular locking' "$top/tools/vm-logcheck" "$tmp/lockdep.txt"

@@ -327,7 +327,13 @@ int waitPoint(const Point &p, int64_t deadlineNs, bool spin)
 	w.points = reinterpret_cast<uintptr_t>(&point);
 	w.count_handles = 1;
 	w.timeout_nsec = deadlineNs;
-	return p.tl->file->ioctl(DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &w);
+	// The kernel sleeps in jiffies, which under emulation can run ahead
+	// of CLOCK_MONOTONIC: an -ETIME before the deadline waits again.
+	int ret;
+	do
+		ret = p.tl->file->ioctl(DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &w);
+	while (ret == -ETIME && monotonicNs() < deadlineNs);
+	return ret;
 }
 
 Stream::Stream(Context &ctx, unsigned flags, int priority, bool isDefault)

@@ -4,6 +4,7 @@
 #include "npu_ops.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -311,6 +312,15 @@ void copyOnDevice(const at::Tensor &dst, const at::Tensor &src)
 			return;
 		}
 	}
+	// Few elements: one copy each (a strided vector, a small gather).
+	if (dst.numel() <= kMaxCopyTasks && nd <= 4) {
+		Layout e = l;
+		e.size.push_back(1);
+		e.sd.push_back(1);
+		e.ss.push_back(1);
+		copyRuns(dst, src, e);
+		return;
+	}
 	// Both sides strided: through a contiguous copy of the source.
 	if (!src.is_contiguous() && !dst.is_contiguous()) {
 		at::Tensor c = contiguousOnDevice(src);
@@ -528,9 +538,30 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool nonBloc
 	}
 	TORCH_CHECK(isNpu(src) && isNpu(dst), "torch_npurt: cannot copy from ", src.device(),
 	            " to ", dst.device());
-	if (deviceOf(src) != deviceOf(dst))
+	if (deviceOf(src) != deviceOf(dst)) {
 		copyAcrossDevices(dst, src);
-	else if (src.scalar_type() != dst.scalar_type())
+		return dst;
+	}
+	// x[i] = x[i] writes a view onto itself: nothing to do. Other overlaps
+	// read the source before anything is written. (Only for one storage:
+	// get_overlap_status says "too hard" for any expanded source.)
+	if (src.storage().data() == dst.storage().data()) {
+		if (dataPtr(src) == dataPtr(dst) && src.strides() == dst.strides() &&
+		    src.scalar_type() == dst.scalar_type())
+			return dst;
+		int64_t slo, shi, dlo, dhi;
+		span(src, &slo, &shi);
+		span(dst, &dlo, &dhi);
+		if (slo * int64_t(src.element_size()) <=
+		            (dhi + 1) * int64_t(dst.element_size()) - 1 &&
+		    dlo * int64_t(dst.element_size()) <=
+		            (shi + 1) * int64_t(src.element_size()) - 1) {
+			at::Tensor c = emptyNpu(src.sizes(), src.scalar_type(), deviceOf(src));
+			copyOnDevice(c, src);
+			src = c;
+		}
+	}
+	if (src.scalar_type() != dst.scalar_type())
 		castOnDevice(dst, src);
 	else
 		copyOnDevice(dst, src);

@@ -682,7 +682,7 @@ bool sumNative(const at::Tensor &self, at::OptionalIntArrayRef dimOpt, bool keep
 	}
 	x = contiguousOnDevice(x);
 	if (nd == 0) {
-		copyOnDevice(out, x.view({}));
+		copyOnDevice(out, x);  // the sum of one element is itself
 		return true;
 	}
 	// One run of adjacent reduced dimensions at a time, outermost first.

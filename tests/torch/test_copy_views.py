@@ -1,0 +1,159 @@
+import pytest
+import torch
+
+import torch_npurt
+from conftest import assert_close
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64,
+          torch.float64, torch.bool, torch.uint8, torch.int8]
+
+
+def sample(shape, dtype):
+    if dtype == torch.bool:
+        return torch.rand(shape) > 0.5
+    if dtype.is_floating_point:
+        return torch.randn(shape).to(dtype)
+    return torch.randint(-50, 50, shape).to(dtype) if dtype != torch.uint8 else \
+        torch.randint(0, 200, shape).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_roundtrip(dev, dtype):
+    x = sample((7, 9), dtype)
+    y = x.to(dev)
+    assert y.dtype == dtype and y.shape == x.shape
+    assert torch.equal(y.cpu(), x)
+    assert torch.equal(y.clone().cpu(), x)  # device-to-device
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.uint8])
+def test_noncontiguous_copies(dev, dtype, fallbacks):
+    x = sample((6, 10), dtype)
+    d = x.to(dev)
+    cases = {
+        "t": lambda t: t.t(),
+        "slice": lambda t: t[1:5, 2:7],
+        "step": lambda t: t[::2, ::3],
+        "expand_row": lambda t: t[0].expand(4, 10),
+        "expand_col": lambda t: t[:, :1].expand(6, 5),
+        "select_col": lambda t: t[:, 3],
+        "perm3": lambda t: t.reshape(2, 3, 10).permute(2, 0, 1),
+    }
+    for name, f in cases.items():
+        assert torch.equal(f(d).cpu(), f(x)), name  # D2H of a view
+        assert torch.equal(f(d).contiguous().cpu(), f(x).contiguous()), name  # D2D
+        # H2D into a view of a device tensor.
+        z = torch.zeros_like(x).to(dev)
+        zc = torch.zeros_like(x)
+        f(zc).copy_(f(x)) if name not in ("expand_row", "expand_col") else None
+        if name not in ("expand_row", "expand_col"):
+            f(z).copy_(f(x))
+            assert torch.equal(z.cpu(), zc), name
+
+
+def test_views_alias(dev, fallbacks):
+    x = torch.zeros(4, 6, device=dev)
+    v = x.view(24)
+    v[5] = 1.0
+    x[2].fill_(2.0)
+    x.t()[0, 3] = 5.0
+    x[:, 4:6] = torch.ones(4, 2, device=dev) * 3
+    s = x.as_strided((2, 2), (6, 1), 1)
+    s.zero_()
+    u = x.view(-1).unfold(0, 4, 4)
+    assert u.shape == (6, 4)
+    exp = torch.zeros(4, 6)
+    exp.view(24)[5] = 1.0
+    exp[2].fill_(2.0)
+    exp.t()[0, 3] = 5.0
+    exp[:, 4:6] = 3
+    exp.as_strided((2, 2), (6, 1), 1).zero_()
+    assert torch.equal(x.cpu(), exp)
+    assert torch.equal(u.cpu(), exp.view(-1).unfold(0, 4, 4))
+    assert x.reshape(6, 4).data_ptr() == x.data_ptr()
+    assert x.unsqueeze(0).squeeze(0).data_ptr() == x.data_ptr()
+    d = fallbacks()
+    for op in ("aten::view", "aten::as_strided", "aten::_reshape_alias", "aten::unfold",
+               "aten::alias", "aten::t", "aten::transpose.int", "aten::select.int"):
+        assert op not in d, d
+
+
+def test_resize(dev):
+    x = torch.arange(6, dtype=torch.float32).to(dev)
+    x.resize_(2, 3)
+    assert x.shape == (2, 3)
+    assert torch.equal(x.cpu(), torch.arange(6.0).reshape(2, 3))
+    x.resize_(4, 4)  # grows: old contents kept
+    assert torch.equal(x.view(-1)[:6].cpu(), torch.arange(6.0))
+    x.resize_(0)
+    assert x.numel() == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fill_and_zero(dev, dtype):
+    for value in (0, 1, 3, -2, 0.5, True):
+        if dtype == torch.uint8 and isinstance(value, int) and value < 0:
+            continue
+        x = torch.empty(5, 3, dtype=dtype, device=dev)
+        x.fill_(value)
+        assert torch.equal(x.cpu(), torch.full((5, 3), value).to(dtype)), value
+        x[:, 1].fill_(0)
+        e = torch.full((5, 3), value).to(dtype)
+        e[:, 1] = 0
+        assert torch.equal(x.cpu(), e)
+    x.zero_()
+    assert torch.equal(x.cpu(), torch.zeros(5, 3, dtype=dtype))
+    assert torch.equal(torch.full((1000,), 2.5, device=dev).cpu(), torch.full((1000,), 2.5))
+
+
+CASTS = [torch.float32, torch.float16, torch.bfloat16, torch.int32]
+
+
+@pytest.mark.parametrize("src", CASTS)
+@pytest.mark.parametrize("dst", CASTS)
+def test_casts(dev, src, dst, fallbacks):
+    x = (torch.randn(33, 7) * 100).to(src)
+    x[0, 0] = 70000 if src in (torch.float32, torch.bfloat16, torch.int32) else x[0, 0]
+    got = x.to(dev).to(dst).cpu()
+    assert torch.equal(got, x.to(dst)), (src, dst)
+    native = dst != torch.int32 or src == torch.int32
+    assert native == (not any("through the host" in k for k in fallbacks())), fallbacks()
+    # Non-contiguous source.
+    assert torch.equal(x.to(dev).t().to(dst).cpu(), x.t().to(dst))
+
+
+def test_index_with_device_indices(dev):
+    x = torch.arange(20.0).reshape(5, 4)
+    d = x.to(dev)
+    idx = torch.tensor([4, 0, 2])
+    assert torch.equal(d[idx.to(dev)].cpu(), x[idx])
+    cols = torch.tensor([3, 0])
+    assert torch.equal(d[:, cols.to(dev)].cpu(), x[:, cols])
+    mask = x > 7
+    assert torch.equal(d[mask.to(dev)].cpu(), x[mask])
+    d[idx.to(dev)] = torch.zeros(3, 4, device=dev)
+    x[idx] = 0
+    assert torch.equal(d.cpu(), x)
+
+
+def test_copy_between_dtypes_and_devices(dev):
+    x = torch.randn(10)
+    y = torch.empty(10, dtype=torch.float64, device=dev)
+    y.copy_(x)
+    assert torch.equal(y.cpu(), x.double())
+    h = torch.empty(10, dtype=torch.float16)
+    h.copy_(y)
+    assert torch.equal(h, x.double().half())
+    # Broadcasting copy_.
+    z = torch.empty(3, 10, device=dev)
+    z.copy_(x)
+    assert torch.equal(z.cpu(), x.expand(3, 10))
+
+
+def test_large_strided_and_empty(dev):
+    x = torch.randn(5000, 8)
+    d = x.to(dev)
+    assert torch.equal(d[:, 2:5].contiguous().cpu(), x[:, 2:5])
+    e = torch.empty(0, 4, device=dev)
+    assert e.t().contiguous().shape == (4, 0)
+    assert e.cpu().shape == (0, 4)

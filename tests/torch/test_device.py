@@ -1,0 +1,102 @@
+import pytest
+import torch
+
+import torch_npurt
+from torch_npurt import npu
+
+
+def test_is_available_and_count():
+    assert npu.is_available()
+    assert npu.device_count() >= 1
+
+
+def test_set_and_current_device():
+    n = npu.device_count()
+    prev = npu.current_device()
+    for i in range(n):
+        npu.set_device(i)
+        assert npu.current_device() == i
+        x = torch.ones(3, device="npu")
+        assert x.device.index == i
+    npu.set_device(prev)
+    with pytest.raises(IndexError, match="NPU device 99 requested"):
+        npu.set_device(99)
+    with pytest.raises(ValueError):
+        npu.set_device("cuda:0")
+
+
+def test_device_context_manager():
+    if npu.device_count() < 2:
+        pytest.skip("needs 2 NPUs")
+    npu.set_device(0)
+    with npu.device(1):
+        assert npu.current_device() == 1
+        assert torch.empty(2, device="npu").device.index == 1
+    assert npu.current_device() == 0
+
+
+def test_properties():
+    p = npu.get_device_properties(0)
+    assert p.name == npu.get_device_name(0) == npu.get_device_name()
+    assert p.total_memory > 0 and p.compute_engine_count >= 1
+    assert "total_memory" in repr(p)
+
+
+def test_synchronize():
+    x = torch.randn(64, 64).npu()
+    y = x @ x
+    npu.synchronize()
+    npu.synchronize(0)
+    assert torch.allclose(y.cpu(), x.cpu() @ x.cpu(), rtol=1e-4, atol=1e-4)
+
+
+def test_device_strings(dev):
+    assert npu.torch_device(0) == torch.device("privateuseone", 0)
+    assert npu._index("npu:0") == 0 and npu._index("privateuseone:0") == 0
+    assert npu._index(dev) == 0
+    with pytest.raises(ValueError):
+        npu._index("npu:x")
+    with pytest.raises(TypeError):
+        npu._index(1.5)
+
+
+def test_tensor_on_missing_device():
+    with pytest.raises(IndexError, match="NPU"):
+        torch.empty(3, device="npu:%d" % npu.device_count())
+
+
+def test_two_devices():
+    if npu.device_count() < 2:
+        pytest.skip("needs 2 NPUs")
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    a = x.npu(0)
+    b = a.to("npu:1")
+    assert b.device.index == 1
+    assert torch.equal(b.cpu(), x)
+    c = (b * 2).to("npu:0")
+    assert torch.equal(c.cpu(), x * 2)
+    # Casting across devices.
+    assert torch.equal(a.to("npu:1", torch.float16).cpu(), x.half())
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        a + b
+
+
+def test_mixing_cpu_and_npu(dev):
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.ones(3, device=dev) + torch.ones(3)
+    # A CPU 0-dim tensor is a scalar, as for CUDA.
+    r = torch.ones(3, device=dev) + torch.tensor(2.0)
+    assert torch.equal(r.cpu(), torch.full((3,), 3.0))
+
+
+def test_repr_and_item(dev):
+    x = torch.tensor([1.5, 2.5], device=dev)
+    assert "privateuseone" in repr(x)
+    assert x[1].item() == 2.5
+    assert x.tolist() == [1.5, 2.5]
+
+
+@pytest.mark.no_npu_ok
+def test_api_names():
+    for name in npu.__all__:
+        assert hasattr(npu, name), name

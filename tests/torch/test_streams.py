@@ -1,0 +1,90 @@
+import pytest
+import torch
+
+from torch_npurt import npu
+
+
+def test_stream_basics(dev):
+    s = npu.Stream()
+    assert s.device == dev
+    assert s != npu.default_stream()
+    assert npu.current_stream() == npu.default_stream()
+    hi = npu.Stream(priority=-1)
+    assert hi.priority == -1
+    with pytest.raises(RuntimeError, match="priority"):
+        npu.Stream(priority=5)
+    with npu.stream(s):
+        assert npu.current_stream() == s
+        x = torch.randn(128, 128, device=dev)
+        y = x @ x
+    assert npu.current_stream() == npu.default_stream()
+    s.synchronize()
+    assert s.query()
+    assert torch.allclose(y.cpu(), x.cpu() @ x.cpu(), rtol=1e-4, atol=1e-4)
+    npu.set_stream(s)
+    assert npu.current_stream() == s
+    npu.set_stream(npu.default_stream())
+    with pytest.raises(TypeError):
+        npu.stream(42)
+
+
+def test_stream_of_other_device():
+    if npu.device_count() < 2:
+        pytest.skip("needs 2 NPUs")
+    s1 = npu.Stream(device=1)
+    with npu.stream(s1):
+        assert npu.current_device() == 1
+        x = torch.ones(4, device="npu")
+        assert x.device.index == 1
+    assert npu.current_device() == 0
+
+
+def test_events(dev):
+    e = npu.Event()
+    assert e.query()  # never recorded
+    e.record()
+    e.synchronize()
+    assert e.query()
+    start, end = npu.Event(enable_timing=True), npu.Event(enable_timing=True)
+    start.record()
+    x = torch.randn(256, 256, device=dev)
+    for _ in range(3):
+        x = x @ x / 256
+    end.record()
+    end.synchronize()
+    assert end.elapsed_time(start) <= 0 <= start.elapsed_time(end)
+    with pytest.raises(RuntimeError, match="enable_timing"):
+        npu.Event().elapsed_time(npu.Event())
+    with pytest.raises(RuntimeError, match="interprocess"):
+        npu.Event(interprocess=True)
+
+
+def test_cross_stream_ordering(dev):
+    s1, s2 = npu.Stream(), npu.Stream()
+    a = torch.randn(256, 256)
+    with npu.stream(s1):
+        x = a.to(dev)
+        for _ in range(4):
+            x = x @ x / 256
+        ev = s1.record_event()
+    with npu.stream(s2):
+        s2.wait_event(ev)
+        y = x * 2  # must see s1's result
+    s2.synchronize()
+    e = a
+    for _ in range(4):
+        e = e @ e / 256
+    torch.testing.assert_close(y.cpu(), e * 2, rtol=1e-3, atol=1e-4)
+    # wait_stream does the same.
+    with npu.stream(s1):
+        z = x + 1
+    s2.wait_stream(s1)
+    with npu.stream(s2):
+        w = z - 1
+    # .cpu() runs on the current (default) stream: order it after s2.
+    npu.current_stream().wait_stream(s2)
+    torch.testing.assert_close(w.cpu(), x.cpu(), rtol=1e-5, atol=1e-5)
+    ev2 = npu.Event()
+    ev2.record(s2)
+    ev2.wait(npu.current_stream())
+    npu.synchronize()

@@ -7,7 +7,7 @@
 # names of the suites found in DIR)
 #
 # Logs are NAME.gtest.log (GoogleTest), NAME.ktap.log (kselftest harness) or
-# NAME.cmd.log (one test: passed if NAME.rc is 0). A suite that crashed
+# NAME.pytest.log (pytest -q), NAME.cmd.log (one test: passed if NAME.rc is 0). A suite that crashed
 # before printing its totals counts as one failure.
 set -u
 
@@ -51,6 +51,19 @@ for arg in "$@"; do
 			;;
 		cmd)
 			if [ "$rc" = 0 ]; then p=1; else f=1; fi
+			;;
+		pytest)
+			# pytest's closing line: "N passed, M failed, K skipped in Ts"
+			# (any of them, any order; errors count as failures).
+			totals=$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error|errors|xfailed|xpassed)' "$log" | tail -1)
+			if [ -n "$totals" ]; then
+				get() { echo "$totals" | grep -oE "[0-9]+ $1" | grep -oE '^[0-9]+' || echo 0; }
+				p=$(($(get passed) + $(get xfailed)))
+				f=$(($(get failed) + $(get 'errors?') + $(get xpassed)))
+				s=$(get skipped)
+			else
+				f=1
+			fi
 			;;
 		*)
 			continue

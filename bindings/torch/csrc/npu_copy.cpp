@@ -66,8 +66,7 @@ bool toNpurtType(at::ScalarType t, npurtDataType *out)
 void launchOp(const npurtOpDesc &desc, int device, const char *what)
 {
 	DeviceScope scope(device);
-	// Fault reports name the ATen op (the Python call site comes later).
-	npurtSetCallSite("torch_npurt", 0, what);
+	enqueueSite(what);
 	check(npurtLaunchOp(&desc, streamOf(device)), what);
 }
 
@@ -78,7 +77,7 @@ void copyBytes(void *dst, const void *src, size_t n, npurtMemcpyKind kind, int d
 		return;
 	DeviceScope scope(device);
 	npurtStream_t s = streamOf(device);
-	npurtSetCallSite("torch_npurt", 0, "aten::copy_");
+	enqueueSite("aten::copy_");
 	check(npurtMemcpyAsync(dst, src, n, kind, s), "npurtMemcpyAsync");
 	// As CUDA's copy_: a blocking copy is complete when it returns.
 	if (!nonBlocking && kind != npurtMemcpyDeviceToDevice)
@@ -165,11 +164,13 @@ void copyThroughHost(const at::Tensor &dst, const at::Tensor &src)
 	          npurtMemcpyHostToDevice, dev, false);
 }
 
-void d2d(void *dst, const void *src, size_t n, int device)
+void d2d(void *dst, const void *src, size_t n, int device, const char *what = "aten::copy_")
 {
-	if (n)
-		check(npurtMemcpyAsync(dst, src, n, npurtMemcpyDeviceToDevice, streamOf(device)),
-		      "npurtMemcpyAsync");
+	if (!n)
+		return;
+	enqueueSite(what);
+	check(npurtMemcpyAsync(dst, src, n, npurtMemcpyDeviceToDevice, streamOf(device)),
+	      "npurtMemcpyAsync");
 }
 
 // Rows of contiguous runs: one copy per run.
@@ -177,7 +178,6 @@ void copyRuns(const at::Tensor &dst, const at::Tensor &src, const Layout &l)
 {
 	int dev = deviceOf(dst);
 	DeviceScope scope(dev);
-	npurtSetCallSite("torch_npurt", 0, "aten::copy_");
 	size_t es = dst.element_size();
 	char *d = static_cast<char *>(dataPtr(dst));
 	const char *s = static_cast<const char *>(dataPtr(src));
@@ -250,7 +250,6 @@ void copyOnDevice(const at::Tensor &dst, const at::Tensor &src)
 	size_t es = dst.element_size();
 	if (dst.is_contiguous() && src.is_contiguous()) {
 		DeviceScope scope(dev);
-		npurtSetCallSite("torch_npurt", 0, "aten::copy_");
 		d2d(dataPtr(dst), dataPtr(src), dst.nbytes(), dev);
 		return;
 	}
@@ -358,7 +357,7 @@ void fillOnDevice(const at::Tensor &t, const at::Scalar &value)
 	size_t es = t.element_size();
 	const unsigned char *b = static_cast<const unsigned char *>(v.data_ptr());
 	DeviceScope scope(dev);
-	npurtSetCallSite("torch_npurt", 0, "aten::fill_");
+	enqueueSite("aten::fill_");
 	if (std::all_of(b, b + es, [&](unsigned char c) { return c == b[0]; })) {
 		check(npurtMemsetAsync(dataPtr(t), b[0], t.nbytes(), streamOf(dev)),
 		      "npurtMemsetAsync");
@@ -490,8 +489,7 @@ void copyAcrossDevices(const at::Tensor &dst, const at::Tensor &src)
 	impl->block(ev, currentStream(ddev));
 	{
 		DeviceScope scope(ddev);
-		npurtSetCallSite("torch_npurt", 0, "aten::copy_ (NPU to NPU)");
-		d2d(dataPtr(d), dataPtr(s), d.nbytes(), ddev);
+		d2d(dataPtr(d), dataPtr(s), d.nbytes(), ddev, "aten::copy_ (NPU to NPU)");
 	}
 	void *back = nullptr;
 	impl->record(&back, currentStream(ddev), ddev, c10::EventFlag::PYTORCH_DEFAULT);
@@ -508,12 +506,19 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool nonBloc
 	at::Tensor src = self.sizes() == dst.sizes() ? self : self.expand(dst.sizes());
 	if (dst.numel() == 0)
 		return dst;
+	OpScope op("aten::copy_");
 	if (src.is_cpu() && isNpu(dst)) {
+		// Pinned, contiguous and of dst's dtype: h is src itself, and a
+		// non-blocking copy is asynchronous (the engine reads the pinned
+		// block later: it is kept until then). Otherwise h is a pageable
+		// temporary, which libnpurt stages before the call returns.
 		at::Tensor h = src.to(dst.scalar_type()).contiguous();
 		int dev = deviceOf(dst);
 		if (dst.is_contiguous()) {
 			copyBytes(dataPtr(dst), h.data_ptr(), h.nbytes(), npurtMemcpyHostToDevice,
 			          dev, nonBlocking);
+			if (nonBlocking)
+				recordHostUse(h, currentNative(dev));
 		} else {
 			at::Tensor tmp = emptyNpu(dst.sizes(), dst.scalar_type(), dev);
 			copyBytes(dataPtr(tmp), h.data_ptr(), h.nbytes(), npurtMemcpyHostToDevice,
@@ -526,8 +531,13 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool nonBloc
 		at::Tensor s = contiguousOnDevice(src);
 		int dev = deviceOf(s);
 		if (dst.is_contiguous() && dst.scalar_type() == s.scalar_type()) {
+			// Into pinned memory, a non-blocking copy is asynchronous (as
+			// in CUDA, dst is ready once the stream has run it); into
+			// pageable memory libnpurt returns when the data has arrived.
 			copyBytes(dst.data_ptr(), dataPtr(s), s.nbytes(), npurtMemcpyDeviceToHost,
 			          dev, nonBlocking);
+			if (nonBlocking)
+				recordHostUse(dst, currentNative(dev));
 		} else {
 			at::Tensor h = at::empty(s.sizes(), s.options().device(at::kCPU));
 			copyBytes(h.data_ptr(), dataPtr(s), s.nbytes(), npurtMemcpyDeviceToHost,
@@ -580,6 +590,7 @@ at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst)
 
 at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value)
 {
+	OpScope op("aten::fill_");
 	fillOnDevice(self, value);
 	return self;
 }
@@ -589,12 +600,14 @@ at::Tensor &fill_tensor(at::Tensor &self, const at::Tensor &value)
 	TORCH_CHECK(value.dim() == 0,
 	            "fill_ only supports 0-dimension value tensor but got tensor with ",
 	            value.dim(), " dimensions.");
+	OpScope op("aten::fill_");
 	fillOnDevice(self, value.item());
 	return self;
 }
 
 at::Tensor &zero(at::Tensor &self)
 {
+	OpScope op("aten::zero_");
 	fillOnDevice(self, 0);
 	return self;
 }
@@ -603,6 +616,7 @@ at::Tensor &zero(at::Tensor &self)
 // the device.
 void growStorage(const at::Tensor &self, size_t nbytes)
 {
+	OpScope op("aten::resize_");
 	c10::StorageImpl *st = self.storage().unsafeGetStorageImpl();
 	TORCH_CHECK(st->resizable(), "Trying to resize storage that is not resizable");
 	int dev = deviceOf(self);

@@ -31,10 +31,49 @@ bool isOptionalTensorList(const c10::Argument &arg)
 	return arg.type()->str() == "Tensor?[]";
 }
 
+// A factory op (randn(size, device=npu), ...) runs on the CPU and moves
+// its result: first make sure the NPU can hold it, so that a result too
+// large for the NPU raises the NPU's out-of-memory error instead of
+// exhausting host memory. (The block goes back to the pool for the move.)
+void reserveFactoryResult(const c10::FunctionSchema &schema, const torch::jit::Stack &stack,
+                          size_t base, at::Device device)
+{
+	const auto &args = schema.arguments();
+	c10::optional<int64_t> numel;
+	at::ScalarType dtype = at::get_default_dtype_as_scalartype();
+	for (size_t i = 0; i < args.size(); i++) {
+		const c10::IValue &v = stack[base + i];
+		if (args[i].name() == "size" && v.isList()) {
+			int64_t n = 1;
+			for (const c10::IValue &e : v.toListRef()) {
+				if (!e.isInt())
+					return;  // symbolic sizes: nothing to check
+				int64_t d = e.toInt();
+				if (d <= 0)
+					return;  // empty (or invalid: the op says so)
+				n = n <= INT64_MAX / d ? n * d : INT64_MAX;
+			}
+			numel = n;
+		} else if (args[i].name() == "dtype" && v.isInt()) {
+			dtype = static_cast<at::ScalarType>(v.toInt());
+		}
+	}
+	if (!numel)
+		return;
+	size_t es = c10::elementSize(dtype);
+	int64_t bytes = *numel <= INT64_MAX / int64_t(es) ? *numel * int64_t(es) : INT64_MAX;
+	emptyNpu({bytes}, at::kByte, checkedDevice(device.has_index() ? device.index() : -1));
+}
+
 void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 {
 	const auto &schema = op.schema();
-	countFallback(c10::toString(schema.operator_name()));
+	std::string name = c10::toString(schema.operator_name());
+	countFallback(name);
+	// Copies in and out are named after the op, for fault reports and
+	// the profiler.
+	std::string label = name + " (CPU fallback)";
+	OpScope scope(label.c_str());
 	const auto &args = schema.arguments();
 	size_t base = stack->size() - args.size();
 	bool npuTensorIn = false;
@@ -66,6 +105,8 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 			v = c10::IValue(at::Device(at::kCPU));
 		}
 	}
+	if (factoryDevice && !npuTensorIn)
+		reserveFactoryResult(schema, *stack, base, *factoryDevice);
 	at::native::cpu_fallback(op, stack);
 	if (factoryDevice && !npuTensorIn) {
 		size_t nret = schema.returns().size();
@@ -190,6 +231,7 @@ bool binary(const BinaryOp &k, const at::Tensor &a, const at::Tensor &b, const a
             const at::Tensor &outIn, at::Tensor *res)
 {
 	checkSameDevice(a, b);
+	OpScope scope(k.name);
 	const at::Tensor &dref = isNpu(a) ? a : b;
 	int dev = deviceOf(dref);
 	at::ScalarType rt = at::result_type(a, b);
@@ -348,6 +390,7 @@ bool unary(npurtOpKind op, bool ints, const at::Tensor &x, const at::Tensor &out
 	at::ScalarType t = x.scalar_type();
 	if (!(isNativeFloat(t) || (ints && t == at::kInt)))
 		return false;
+	OpScope scope(what);
 	if (outIn.defined() && (!isNpu(outIn) || outIn.scalar_type() != t))
 		return false;
 	int dev = deviceOf(x);
@@ -499,6 +542,7 @@ void matmulInto(const at::Tensor &out, const at::Tensor &a, const at::Tensor &b,
 	int64_t m = a.size(0), n = b.size(1);
 	if (m == 0 || n == 0)
 		return;
+	OpScope scope(what);
 	bool useBias = bias.defined() && beta != 0.0f;
 	at::Tensor acc =
 	        out.scalar_type() == at::kFloat && out.is_contiguous() &&
@@ -591,6 +635,7 @@ at::Tensor bmm(const at::Tensor &a, const at::Tensor &b)
 	            " but found ", b.scalar_type());
 	if (!gemmNative(a, b) || a.size(0) > kMaxLaunches)
 		return NPU_FALLBACK(bmm, a, b);
+	OpScope scope("aten::bmm");
 	at::Tensor out = emptyNpu({a.size(0), a.size(1), b.size(2)}, a.scalar_type(), deviceOf(a));
 	for (int64_t i = 0; i < a.size(0); i++)
 		matmulInto(out.select(0, i), a.select(0, i), b.select(0, i), at::Tensor(), 0.0f,
@@ -643,6 +688,7 @@ bool sumNative(const at::Tensor &self, at::OptionalIntArrayRef dimOpt, bool keep
 		return false;
 	if (self.numel() * c10::elementSize(ot) > kOperandMax)
 		return false;
+	OpScope scope("aten::sum");
 	int64_t nd = self.dim();
 	std::vector<bool> reduce(std::max<int64_t>(nd, 1), false);
 	at::IntArrayRef dims = dimOpt.value_or(at::IntArrayRef{});

@@ -59,4 +59,13 @@ void launchOp(const npurtOpDesc &desc, int device, const char *what);
 void copyBytes(void *dst, const void *src, size_t n, npurtMemcpyKind kind, int device,
                bool nonBlocking);
 
+// Pinned host memory (npu_pinned.cpp): the allocator, whether a tensor's
+// storage comes from it, and recordHostUse, which keeps a pinned block
+// alive (after its tensor is freed) until the work queued on `stream` so
+// far has completed. Unpinned tensors are ignored.
+c10::Allocator *pinnedAllocator();
+bool isPinnedByUs(const at::Tensor &t);
+void recordHostUse(const at::Tensor &host, npurtStream_t stream);
+size_t parkedPinnedBlocks();
+
 }  // namespace torch_npurt

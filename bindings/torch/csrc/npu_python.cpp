@@ -5,7 +5,13 @@
 #include <pybind11/stl.h>
 #include <torch/extension.h>
 
-#include "npu_runtime.h"
+#include "npu_ops.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <vector>
 
 namespace py = pybind11;
 
@@ -53,7 +59,9 @@ public:
 			return;  // never recorded: complete
 		c10::Stream s = streamFromIds(device, id);
 		DeviceScope scope(device);
-		check(npurtStreamWaitEvent(nativeStream(s), ev_, 0), "npurtStreamWaitEvent");
+		npurtStream_t ns = nativeStream(s);
+		py::gil_scoped_release nogil;  // may wait for a record behind a host function
+		check(npurtStreamWaitEvent(ns, ev_, 0), "npurtStreamWaitEvent");
 	}
 
 	bool query()
@@ -93,6 +101,133 @@ private:
 	npurtEvent_t ev_ = nullptr;
 	bool timing_, blocking_;
 	int device_ = -1;
+};
+
+// ----------------------------------------------------------- call sites
+
+// Python files of torch and of this package: a call site names the first
+// frame outside them (the user's line that called model(x), not
+// torch/nn/modules/linear.py).
+std::vector<std::string> gInternalPrefixes;
+
+bool isInternal(const char *file)
+{
+	for (const std::string &p : gInternalPrefixes)
+		if (std::strncmp(file, p.c_str(), p.size()) == 0)
+			return true;
+	return false;
+}
+
+// The hook behind enqueueSite: runs on the enqueueing thread, which holds
+// the GIL or released it in torch's binding (taken back briefly). Threads
+// that never ran Python (autograd's device threads) have no site.
+bool pythonSite(std::string *file, int *line)
+{
+	if (!Py_IsInitialized() || !PyGILState_GetThisThreadState())
+		return false;
+	PyGILState_STATE g = PyGILState_Ensure();
+	PyObject *et, *ev, *tb;
+	PyErr_Fetch(&et, &ev, &tb);  // an exception being handled stays as it is
+	bool found = false;
+	PyFrameObject *f = PyEval_GetFrame();  // borrowed
+	Py_XINCREF(f);
+	const char *innerFile = nullptr;
+	int innerLine = 0;
+	while (f) {
+		PyCodeObject *co = PyFrame_GetCode(f);
+		const char *name = PyUnicode_AsUTF8(co->co_filename);
+		if (name && !innerFile) {
+			innerFile = name;  // stays alive: the code object is referenced below
+			innerLine = PyFrame_GetLineNumber(f);
+		}
+		if (name && !isInternal(name)) {
+			*file = name;
+			*line = PyFrame_GetLineNumber(f);
+			found = true;
+		}
+		Py_DECREF(co);
+		if (found)
+			break;
+		PyFrameObject *back = PyFrame_GetBack(f);
+		if (!back && innerFile) {
+			// Everything inside torch: the innermost frame.
+			*file = innerFile;
+			*line = innerLine;
+			found = true;
+		}
+		Py_DECREF(f);
+		f = back;
+	}
+	Py_XDECREF(f);
+	if (PyErr_Occurred())
+		PyErr_Clear();  // a file name that is not UTF-8: no site
+	PyErr_Restore(et, ev, tb);
+	PyGILState_Release(g);
+	return found;
+}
+
+// Holds a stream: a host function on it waits until release() (or the
+// gate is destroyed), so the work enqueued after it stays pending. For
+// tests that must see asynchrony without timing anything.
+class StreamGate {
+public:
+	StreamGate(int device, int64_t id, int timeoutS) : state_(std::make_shared<State>())
+	{
+		TORCH_CHECK(timeoutS > 0, "the gate's timeout must be positive");
+		state_->timeoutS = timeoutS;
+		c10::Stream s = streamFromIds(device, id);
+		DeviceScope scope(device);
+		// The host function owns a reference: it may run after the gate
+		// is gone.
+		auto *ref = new std::shared_ptr<State>(state_);
+		npurtError_t err = npurtLaunchHostFunc(nativeStream(s), &StreamGate::wait, ref);
+		if (err != npurtSuccess) {
+			delete ref;
+			check(err, "npurtLaunchHostFunc");
+		}
+	}
+	~StreamGate() { release(); }
+	StreamGate(const StreamGate &) = delete;
+	StreamGate &operator=(const StreamGate &) = delete;
+
+	void release()
+	{
+		std::lock_guard<std::mutex> g(state_->lock);
+		state_->open = true;
+		state_->cv.notify_all();
+	}
+	bool expired()
+	{
+		std::lock_guard<std::mutex> g(state_->lock);
+		return state_->expired;
+	}
+	// Whether the stream has reached the gate (the work before it is done).
+	bool reached()
+	{
+		std::lock_guard<std::mutex> g(state_->lock);
+		return state_->reached;
+	}
+
+private:
+	struct State {
+		std::mutex lock;
+		std::condition_variable cv;
+		bool open = false, reached = false, expired = false;
+		int timeoutS = 60;
+	};
+	static void wait(void *p)
+	{
+		std::unique_ptr<std::shared_ptr<State>> ref(
+		        static_cast<std::shared_ptr<State> *>(p));
+		State &st = **ref;
+		std::unique_lock<std::mutex> g(st.lock);
+		st.reached = true;
+		// A test that waits for the gated work by mistake fails (expired)
+		// instead of hanging: the gate opens by itself after its timeout.
+		if (!st.cv.wait_for(g, std::chrono::seconds(st.timeoutS), [&] { return st.open; }))
+			st.expired = true;
+	}
+	std::shared_ptr<State> state_;
 };
 
 py::dict memStats(int device)
@@ -232,4 +367,49 @@ PYBIND11_MODULE(_C, m)
 		return py::make_tuple(f, t);
 	});
 	m.def("_fallback_counts", &fallbackCounts);
+
+	setPythonSiteHook(&pythonSite);
+	m.def("_set_internal_prefixes", [](std::vector<std::string> p) { gInternalPrefixes = p; });
+	m.def("_set_call_sites", &setCallSitesEnabled);
+	m.def("_call_sites", &callSitesEnabled);
+	// Waits for an event recorded behind a host function block until the
+	// record happened: let other Python threads run meanwhile.
+	m.def("_backward_prologue", &syncStreamsBeforeBackward,
+	      py::call_guard<py::gil_scoped_release>());
+	m.def("_backward_epilogue", &syncStreamsAfterBackward,
+	      py::call_guard<py::gil_scoped_release>());
+	m.def("_stream_recover", [](int d, int64_t id) {
+		c10::Stream s(c10::Stream::UNSAFE, c10::Device(kNpu, checkedDevice(d)), id);
+		DeviceScope scope(d);
+		check(npurtStreamRecover(nativeStream(s)), "npurtStreamRecover");
+	});
+	m.def("_parked_pinned_blocks", &parkedPinnedBlocks);
+	m.def("_empty_pinned", [](std::vector<int64_t> sizes, py::object dtype, int d) {
+		DeviceScope scope(checkedDevice(d));
+		at::ScalarType st = torch::python::detail::py_object_to_dtype(dtype);
+		return at::detail::empty_generic(sizes, pinnedAllocator(),
+		                                 c10::DispatchKeySet(c10::DispatchKey::CPU), st,
+		                                 c10::nullopt);
+	});
+
+	py::class_<StreamGate>(m, "_StreamGate")
+	        .def(py::init<int, int64_t, int>())
+	        .def("release", &StreamGate::release)
+	        .def("expired", &StreamGate::expired)
+	        .def("reached", &StreamGate::reached);
+
+	m.def("_profiler_start", [] { check(npurtProfilerStart(), "npurtProfilerStart"); });
+	m.def("_profiler_stop", [] { check(npurtProfilerStop(), "npurtProfilerStop"); });
+	m.def("_profiler_export", [](const std::string &path) {
+		py::gil_scoped_release nogil;
+		check(npurtProfilerExportTrace(path.c_str()), "npurtProfilerExportTrace");
+	});
+	m.def("_profiler_summary", [] {
+		size_t need = 0;
+		check(npurtProfilerSummary(nullptr, 0, &need), "npurtProfilerSummary");
+		std::string buf(need + 1, '\0');
+		check(npurtProfilerSummary(&buf[0], buf.size(), &need), "npurtProfilerSummary");
+		buf.resize(std::strlen(buf.c_str()));
+		return buf;
+	});
 }

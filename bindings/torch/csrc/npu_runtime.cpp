@@ -7,7 +7,10 @@
 
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace torch_npurt {
@@ -41,9 +44,28 @@ std::string formatBytes(uint64_t b)
 
 }  // namespace
 
+// "on stream 0x55.. (NPU 0, ...)" in a fault report: add the torch name
+// of the stream.
+std::string nameStreams(std::string msg)
+{
+	const std::string key = "on stream 0x";
+	size_t at = msg.find(key);
+	if (at == std::string::npos)
+		return msg;
+	size_t begin = at + key.size() - 2, end = begin + 2;
+	while (end < msg.size() && std::isxdigit(static_cast<unsigned char>(msg[end])))
+		end++;
+	void *p = reinterpret_cast<void *>(
+	        std::strtoull(msg.substr(begin, end - begin).c_str(), nullptr, 16));
+	std::string name = describeNativeStream(p);
+	if (name.empty())
+		return msg;
+	return msg.substr(0, end) + " = " + name + msg.substr(end);
+}
+
 void throwError(npurtError_t err, const char *what)
 {
-	std::string msg = std::string(what) + ": " + runtimeMessage(err);
+	std::string msg = std::string(what) + ": " + nameStreams(runtimeMessage(err));
 	if (err == npurtErrorNoDevice)
 		msg += " (torch_npurt.npu.is_available() is False: is npu.ko loaded?)";
 	TORCH_CHECK(false, msg);
@@ -120,6 +142,7 @@ namespace {
 struct StreamEntry {
 	npurtStream_t stream;
 	int priority;
+	npurtEvent_t sync;  // for the waits around a backward
 };
 
 struct DeviceStreams {
@@ -147,7 +170,13 @@ int64_t addStream(int device, int priority)
 	      "npurtStreamCreateWithPriority");
 	auto &t = streamTables()[device];
 	std::lock_guard<std::mutex> g(t.lock);
-	t.table.push_back({s, priority});
+	npurtEvent_t ev = nullptr;
+	npurtError_t err = npurtEventCreateWithFlags(&ev, npurtEventDisableTiming);
+	if (err != npurtSuccess) {
+		npurtStreamDestroy(s);
+		check(err, "npurtEventCreateWithFlags");
+	}
+	t.table.push_back({s, priority, ev});
 	return static_cast<int64_t>(t.table.size());
 }
 
@@ -191,6 +220,56 @@ c10::Stream exchangeStream(const c10::Stream &stream)
 	return old;
 }
 
+void syncStreamsBeforeBackward()
+{
+	int n = deviceCount();
+	for (int dev = 0; dev < n; dev++) {
+		auto &t = streamTables()[dev];
+		std::lock_guard<std::mutex> g(t.lock);
+		if (t.table.empty())
+			continue;  // only the default stream was ever used
+		DeviceScope scope(dev);
+		for (const StreamEntry &e : t.table) {
+			check(npurtEventRecord(e.sync, e.stream), "npurtEventRecord");
+			check(npurtStreamWaitEvent(nullptr, e.sync, 0), "npurtStreamWaitEvent");
+		}
+	}
+}
+
+void syncStreamsAfterBackward()
+{
+	int n = deviceCount();
+	for (int dev = 0; dev < n; dev++) {
+		int64_t cur = tlsCurrent[dev];
+		if (cur == 0)
+			continue;  // the caller works on the default stream itself
+		auto &t = streamTables()[dev];
+		std::lock_guard<std::mutex> g(t.lock);
+		if (cur < 0 || static_cast<size_t>(cur) > t.table.size())
+			continue;
+		const StreamEntry &e = t.table[cur - 1];
+		DeviceScope scope(dev);
+		// The entry's own event: recorded on the default stream here, its
+		// earlier use (recorded on e.stream) is already waited for.
+		check(npurtEventRecord(e.sync, nullptr), "npurtEventRecord");
+		check(npurtStreamWaitEvent(e.stream, e.sync, 0), "npurtStreamWaitEvent");
+	}
+}
+
+std::string describeNativeStream(const void *stream)
+{
+	int n = deviceCount();
+	for (int dev = 0; dev < n; dev++) {
+		auto &t = streamTables()[dev];
+		std::lock_guard<std::mutex> g(t.lock);
+		for (size_t i = 0; i < t.table.size(); i++)
+			if (t.table[i].stream == stream)
+				return "torch_npurt.npu.Stream(device=" + std::to_string(dev) +
+				       ", id=" + std::to_string(i + 1) + ")";
+	}
+	return "";
+}
+
 c10::Stream poolStream(int device, int priority)
 {
 	device = checkedDevice(device);
@@ -223,6 +302,87 @@ int streamPriority(const c10::Stream &stream)
 	int prio = 0;
 	check(npurtStreamGetPriority(s, &prio), "npurtStreamGetPriority");
 	return prio;
+}
+
+// ------------------------------------------------------------- call sites
+
+namespace {
+
+struct SiteState {
+	int depth = 0;
+	const char *op = nullptr;  // the outermost OpScope's name
+	bool captured = false;  // file/line are this scope's
+	std::string file;
+	int line = 0;
+};
+
+thread_local SiteState tlsSite;
+std::atomic<PythonSiteHook> gSiteHook{nullptr};
+std::atomic<bool> gCallSites{true};
+
+void capture(SiteState &st)
+{
+	st.captured = true;
+	PythonSiteHook hook = gSiteHook.load(std::memory_order_relaxed);
+	if (!hook || !gCallSites.load(std::memory_order_relaxed) || !hook(&st.file, &st.line)) {
+		st.file.clear();
+		st.line = 0;
+	}
+}
+
+}  // namespace
+
+OpScope::OpScope(const char *op)
+{
+	SiteState &st = tlsSite;
+	if (st.depth++ == 0) {
+		st.op = op;
+		st.captured = false;  // captured at the first enqueue, if any
+	}
+}
+
+OpScope::~OpScope()
+{
+	SiteState &st = tlsSite;
+	if (--st.depth == 0)
+		st.op = nullptr;
+}
+
+void enqueueSite(const char *what)
+{
+	SiteState &st = tlsSite;
+	const char *name = what;
+	if (st.depth > 0) {
+		// A helper's label that refines the op ("aten::copy_ (transpose)")
+		// stays; a helper's own name inside another op gives way to it.
+		size_t n = std::strlen(st.op);
+		if (std::strncmp(what, st.op, n) != 0)
+			name = st.op;
+		if (!st.captured)
+			capture(st);
+	} else {
+		capture(st);
+		st.captured = false;
+	}
+	if (st.file.empty())
+		npurtSetCallSite("torch_npurt", 0, name);
+	else
+		npurtSetCallSite(st.file.c_str(), st.line, name);
+}
+
+void setPythonSiteHook(PythonSiteHook hook)
+{
+	gSiteHook.store(hook);
+}
+
+void setCallSitesEnabled(bool on)
+{
+	gCallSites.store(on);
+}
+
+bool callSitesEnabled()
+{
+	return gCallSites.load();
 }
 
 // ------------------------------------------------------------ device guard

@@ -77,6 +77,39 @@ inline npurtStream_t currentNative(int device)
 // Device memory: the c10::Allocator for PrivateUse1.
 c10::Allocator *allocator();
 
+// Call sites for fault reports and the profiler. An OpScope names the ATen
+// op a kernel runs for; the outermost scope of a thread wins, so helper
+// launches (a fill inside add, a copy inside mm) carry the op's name. Each
+// enqueue calls enqueueSite() first: it gives libnpurt (npurtSetCallSite)
+// the Python file and line that called the op (captured once per scope
+// through the hook npu_python.cpp installs, when call sites are on) and
+// the op's name.
+class OpScope {
+public:
+	explicit OpScope(const char *op);
+	~OpScope();
+	OpScope(const OpScope &) = delete;
+	OpScope &operator=(const OpScope &) = delete;
+};
+void enqueueSite(const char *what);
+// Fills *file/*line with the Python caller's file and line; false if the
+// thread runs no Python code.
+using PythonSiteHook = bool (*)(std::string *file, int *line);
+void setPythonSiteHook(PythonSiteHook hook);
+void setCallSitesEnabled(bool on);
+bool callSitesEnabled();
+
+// Autograd: 1.13's engine runs an NPU backward on the device's default
+// stream and synchronises only CUDA streams. Before a backward the default
+// stream of every NPU waits for the work queued on all its streams (the
+// forward may have run on any); after it, the caller's current streams
+// wait for the default streams (where the gradients were written).
+void syncStreamsBeforeBackward();
+void syncStreamsAfterBackward();
+
+// A stream's handle by its native pointer, for messages ("" if unknown).
+std::string describeNativeStream(const void *stream);
+
 // Ops run through the CPU fallback (and device copies that had to go
 // through the host), counted for NPURT_TORCH_FALLBACK_REPORT.
 void countFallback(const std::string &name);

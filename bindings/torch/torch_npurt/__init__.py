@@ -23,6 +23,7 @@ import torch
 from . import _C  # registers the kernels, allocator and device guard
 from . import npu
 from . import _patches
+from . import _serialization
 
 __all__ = ["npu", "DEVICE_TYPE", "fallback_counts"]
 
@@ -41,6 +42,12 @@ else:
     DEVICE_TYPE = "privateuseone"
     _patches.install()
 npu._DEVICE_TYPE = DEVICE_TYPE
+_patches.install_common()
+_serialization.install()
+_C._set_internal_prefixes([os.path.dirname(torch.__file__) + os.sep,
+                           os.path.dirname(__file__) + os.sep])
+if os.environ.get("NPURT_TORCH_CALL_SITES", "") == "0":
+    _C._set_call_sites(False)
 
 
 def fallback_counts():

@@ -12,6 +12,19 @@ package can intercept, it translates:
   ``zeros``, ``ones``, ``full``, ``rand``, ``randn``, ``randint``, ``arange``,
   ``tensor``, ``as_tensor``, ``eye``, ``linspace``, ``*_like``, ...).
 
+Pinned memory (torch 1.13 binds it to CUDA; here it is libnpurt's
+``npurtMallocHost``, see ``npu_pinned.cpp``):
+
+- ``Tensor.pin_memory()`` / ``is_pinned()`` without a device mean the
+  current NPU (``pin_memory(device)`` reaches the backend's kernels already);
+- ``pin_memory=True`` in the factory functions above;
+- ``DataLoader(pin_memory=True)`` pins for the NPU (in the main process, or
+  in a pin-memory thread of ours when ``num_workers > 0``: 1.13's thread
+  calls ``torch.cuda.set_device``).
+
+Autograd: ``torch.autograd.backward`` / ``grad`` (so ``Tensor.backward``)
+insert the stream waits 1.13's engine makes only for CUDA (``_C._backward_*``).
+
 Not reachable, documented: ``torch.device("npu")``, ``device="npu"`` in
 functions not listed above, "npu" inside TorchScript, and ``Tensor.device``
 which prints ``privateuseone:0``.
@@ -40,13 +53,159 @@ def translate(device):
     return device
 
 
+def _is_cpu(device):
+    if device is None:
+        return True
+    return torch.device(translate(device) if isinstance(device, str) else device).type == "cpu"
+
+
 def _wrap_device_kw(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if "device" in kwargs:
             kwargs["device"] = translate(kwargs["device"])
+        # pin_memory=True: 1.13 asks CUDA for the pinned allocator. Make the
+        # tensor in pageable memory, then pin it for the current NPU.
+        if kwargs.get("pin_memory") and _is_cpu(kwargs.get("device")) and _npu_available():
+            kwargs["pin_memory"] = False
+            return _pin(fn(*args, **kwargs), None)
         return fn(*args, **kwargs)
     return wrapper
+
+
+def _npu_available():
+    from . import npu
+    return npu.is_available()
+
+
+def _pin_device(device):
+    """The torch.device that a pin_memory(device) argument names for us."""
+    if device is None:
+        return torch.device("privateuseone", _npu_index(None))
+    if isinstance(device, str):
+        device = translate(device)
+    return torch.device(device)
+
+
+_tensor_pin_memory = torch.Tensor.pin_memory
+_tensor_is_pinned = torch.Tensor.is_pinned
+
+
+def _pin(t, device):
+    if device is None and not _npu_available():
+        return _tensor_pin_memory(t)  # torch's own behaviour (CUDA)
+    if not t.is_cpu and device is None:
+        raise RuntimeError("cannot pin '%s': only dense CPU tensors can be pinned" % t.type())
+    return _tensor_pin_memory(t, _pin_device(device))
+
+
+def _wants_npu_pin(loader):
+    if not loader.pin_memory:
+        return None
+    dev = loader.pin_memory_device
+    if not dev:
+        if torch.cuda.is_available() or not _npu_available():
+            return None
+        return "npu"
+    kind = dev.partition(":")[0]
+    return dev if kind in ("npu", "privateuseone") else None
+
+
+def _pin_memory_loop(in_queue, out_queue, device_id, done_event, device):
+    """torch 1.13's pin-memory thread for the NPU (it calls
+    torch.cuda.set_device): the same loop, on the loader's NPU."""
+    import queue
+    from torch.utils.data._utils import MP_STATUS_CHECK_INTERVAL
+    from torch.utils.data._utils.pin_memory import pin_memory
+    from torch._utils import ExceptionWrapper
+    from . import npu
+
+    torch.set_num_threads(1)
+    npu.set_device(device_id)
+    while not done_event.is_set():
+        try:
+            r = in_queue.get(timeout=MP_STATUS_CHECK_INTERVAL)
+        except queue.Empty:
+            continue
+        idx, data = r
+        if not done_event.is_set() and not isinstance(data, ExceptionWrapper):
+            try:
+                data = pin_memory(data, device)
+            except Exception:
+                data = ExceptionWrapper(
+                    where="in pin memory thread for NPU {}".format(device_id))
+            r = (idx, data)
+        while not done_event.is_set():
+            try:
+                out_queue.put(r, timeout=MP_STATUS_CHECK_INTERVAL)
+                break
+            except queue.Full:
+                continue
+        del r, idx, data
+
+
+def _install_dataloader():
+    import queue
+    import threading
+    from torch.utils.data import dataloader as dl
+
+    base_init = dl._BaseDataLoaderIter.__init__
+
+    @functools.wraps(base_init)
+    def init(self, loader):
+        base_init(self, loader)
+        device = _wants_npu_pin(loader)
+        self._npu_pin_device = device
+        if device is not None:
+            # The multi-process iterator would start 1.13's CUDA thread:
+            # it starts ours instead (below).
+            self._pin_memory = not isinstance(self, dl._MultiProcessingDataLoaderIter)
+            self._pin_memory_device = device
+
+    dl._BaseDataLoaderIter.__init__ = init
+
+    mp_init = dl._MultiProcessingDataLoaderIter.__init__
+
+    @functools.wraps(mp_init)
+    def init_mp(self, loader):
+        mp_init(self, loader)
+        device = self._npu_pin_device
+        if device is None:
+            return
+        from . import npu
+        # Nothing was read from the queue yet: put the pin thread between
+        # the workers' results and the iterator.
+        self._pin_memory_thread_done_event = threading.Event()
+        self._data_queue = queue.Queue()
+        t = threading.Thread(
+            target=_pin_memory_loop,
+            args=(self._worker_result_queue, self._data_queue, npu.current_device(),
+                  self._pin_memory_thread_done_event, device))
+        t.daemon = True
+        t.start()
+        self._pin_memory_thread = t
+        self._pin_memory = True
+
+    dl._MultiProcessingDataLoaderIter.__init__ = init_mp
+
+
+def _wrap_backward(fn):
+    from . import _C
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _C._backward_prologue()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _C._backward_epilogue()
+    return wrapper
+
+
+def install_common():
+    """What both torch 1.13 and 2.x need: stream waits around backward."""
+    torch.autograd.backward = _wrap_backward(torch.autograd.backward)
+    torch.autograd.grad = _wrap_backward(torch.autograd.grad)
 
 
 def _to_args(args, kwargs):
@@ -100,6 +259,24 @@ def install():
         return self._apply(lambda t: tensor_to(t, dev))
 
     torch.nn.Module.npu = module_npu
+
+    def pin_memory(self, device=None):
+        """Copies the tensor into pinned memory for NPU `device` (current if
+        None): npurtMallocHost, so non_blocking copies are asynchronous."""
+        return _pin(self, device)
+
+    def is_pinned(self, device=None):
+        """Whether the tensor is in pinned memory of NPU `device` (current if
+        None)."""
+        if device is None and not _npu_available():
+            return _tensor_is_pinned(self)
+        if not self.is_cpu:
+            return False
+        return _tensor_is_pinned(self, _pin_device(device))
+
+    torch.Tensor.pin_memory = pin_memory
+    torch.Tensor.is_pinned = is_pinned
+    _install_dataloader()
 
     for name in _FACTORIES:
         fn = getattr(torch, name, None)

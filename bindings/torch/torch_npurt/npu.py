@@ -10,6 +10,7 @@ import contextlib
 import torch
 
 from . import _C
+from . import profiler
 
 _DEVICE_TYPE = "privateuseone"  # set to "npu" by the package on torch >= 2.0
 
@@ -25,6 +26,7 @@ __all__ = [
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "memory_stats", "memory_summary", "reset_peak_memory_stats", "empty_cache",
     "mem_get_info", "manual_seed", "manual_seed_all", "OutOfMemoryError",
+    "profiler", "set_call_sites", "call_sites",
 ]
 
 
@@ -160,6 +162,12 @@ class Stream:
 
     def synchronize(self):
         _C._stream_synchronize(self.device_index, self.stream_id)
+
+    def recover(self):
+        """After a device fault on this stream (reported as a RuntimeError,
+        later work cancelled), lets the stream run again (npurtStreamRecover).
+        torch_npurt's extension: torch_npu has no such call."""
+        _C._stream_recover(self.device_index, self.stream_id)
 
     def wait_event(self, event):
         event.wait(self)
@@ -346,6 +354,20 @@ def memory_summary(device=None, abbreviated=False):
             s["num_ooms"], s["num_alloc_retries"]))
     lines.append("=" * 64)
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------- call sites
+
+def set_call_sites(enabled):
+    """Whether each NPU op records the Python file and line that called it
+    (for fault reports and the profiler). On by default; costs one brief
+    GIL acquisition and a walk over a few frames per op
+    (NPURT_TORCH_CALL_SITES=0 turns it off at start)."""
+    _C._set_call_sites(bool(enabled))
+
+
+def call_sites():
+    return _C._call_sites()
 
 
 # -------------------------------------------------------------------- seeds

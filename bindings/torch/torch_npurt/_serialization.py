@@ -1,0 +1,122 @@
+"""torch.save / torch.load and copy.deepcopy of NPU tensors on torch 1.13.
+
+1.13 has no ``torch.UntypedStorage(n, device=...)`` for PrivateUse1, and its
+serialization registry knows only cpu, cuda and mps. The package adds:
+
+- a location tag: NPU storages are saved as ``"npu:N"`` (torch_npu's tag),
+  their bytes copied to the host by torch itself (``storage.cpu()``);
+- a deserializer for ``"npu"``, ``"npu:N"``, ``"privateuseone[:N]"``, so
+  ``torch.load(f)``, ``map_location="npu:0"`` / ``torch_device(0)`` /
+  ``{"npu:1": "npu:0"}`` / ``"cpu"`` all work (a missing device index
+  means the current NPU; an index that does not exist raises);
+- ``cpu()`` (1.13's storage ``copy_`` rejects PrivateUse1), ``clone()`` (hence ``copy.deepcopy``, ``copy.copy``) and ``npu(device)``
+  of NPU storages, through device tensors; ``deepcopy`` of a tensor or a
+  module keeps views of one storage sharing one new storage, as on the CPU.
+
+Not supported: the legacy (non-zip) format written with
+``_use_new_zipfile_serialization=False`` loads only to the CPU
+(``map_location="cpu"``), which says so.
+"""
+
+import torch
+
+_TAGS = ("npu", "privateuseone")
+
+
+def _is_npu_storage(storage):
+    return storage.device.type in ("privateuseone", "npu")
+
+
+def _npu_tag(obj):
+    if _is_npu_storage(obj):
+        return "npu:%d" % obj.device.index
+
+
+def _location_index(location):
+    kind, _, idx = location.partition(":")
+    if kind not in _TAGS:
+        return None
+    from . import npu
+    if idx and not idx.isdigit():
+        raise RuntimeError("invalid NPU location %r in torch.load" % location)
+    if not npu.is_available():
+        raise RuntimeError(
+            "Attempting to deserialize object on an NPU device but no NPU is available "
+            "(%s). If you are running on a CPU-only machine, please use torch.load with "
+            "map_location='cpu' to map your storages to the CPU." %
+            npu._C._no_device_reason())
+    index = int(idx) if idx else npu.current_device()
+    if index >= npu.device_count():
+        raise RuntimeError(
+            "Attempting to deserialize object on NPU device %d but "
+            "torch_npurt.npu.device_count() is %d. Please use torch.load with "
+            "map_location to map your storages to an existing device." %
+            (index, npu.device_count()))
+    return index
+
+
+def _untyped_to_npu(storage, index):
+    """A new NPU storage (UntypedStorage) with the bytes of `storage`."""
+    src = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+    dst = torch.empty(storage.nbytes(), dtype=torch.uint8,
+                      device=torch.device("privateuseone", index))
+    dst.copy_(src)
+    return dst.storage().untyped()
+
+
+def _npu_deserialize(obj, location):
+    index = _location_index(location)
+    if index is None:
+        return None
+    if getattr(obj, "_torch_load_uninitialized", False):
+        raise RuntimeError(
+            "torch_npurt: the legacy torch.save format (_use_new_zipfile_serialization="
+            "False) cannot be loaded onto an NPU directly; load it with "
+            "map_location='cpu' and move it with .npu()")
+    return _untyped_to_npu(obj, index)
+
+
+def _storage_cpu(self):
+    """Returns a CPU copy of this storage if it's not already on the CPU
+    (1.13's storage copy_ knows no PrivateUse1: through tensors)."""
+    if _is_npu_storage(self):
+        t = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self)
+        return t.cpu().storage().untyped()
+    return _cpu(self)
+
+
+def _storage_clone(self):
+    """Returns a copy of this storage (on the NPU for NPU storages)."""
+    if _is_npu_storage(self):
+        return _untyped_to_npu(self, self.device.index)
+    return _clone(self)
+
+
+def _storage_npu(self, device=None):
+    """A copy of this storage on NPU `device` (the current one if None);
+    itself if it is there already."""
+    from . import npu
+    index = npu._index(device)
+    if _is_npu_storage(self) and self.device.index == index:
+        return self
+    return _untyped_to_npu(self, index)
+
+
+_clone = None
+_cpu = None
+_installed = False
+
+
+def install():
+    global _clone, _cpu, _installed
+    if _installed:
+        return
+    _installed = True
+    base = torch.storage._StorageBase
+    _clone = base.clone
+    base.clone = _storage_clone
+    _cpu = base.cpu
+    base.cpu = _storage_cpu
+    base.npu = _storage_npu
+    base.is_npu = property(_is_npu_storage)
+    torch.serialization.register_package(30, _npu_tag, _npu_deserialize)

@@ -6,6 +6,7 @@
  * struct npu_hw_ops for them.
  */
 
+#include <linux/atomic.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
 #include <linux/platform_device.h>
@@ -51,9 +52,11 @@ MODULE_PARM_DESC(job_timeout_ms,
 /**
  * struct npu_emu - per-device state of the emulator
  * @clock_base: raw monotonic time at init; device clock zero.
+ * @clock_last: the last value the device clock gave.
  */
 struct npu_emu {
 	u64 clock_base;
+	atomic64_t clock_last;
 };
 
 static struct platform_device *npu_emu_pdevs[NPU_MAX_DEVICES];
@@ -94,7 +97,20 @@ static u64 npu_emu_read_clock(struct npu_device *ndev)
 {
 	struct npu_emu *emu = ndev->hw_priv;
 
-	return ktime_get_raw_ns() - emu->clock_base;
+	u64 now = ktime_get_raw_ns() - emu->clock_base;
+	s64 last = atomic64_read(&emu->clock_last);
+
+	/*
+	 * A device clock only goes forward. The host's can stand still for
+	 * a while under emulation (QEMU TCG holds its TSC at the last value
+	 * when the host's TSCs disagree across CPUs): then each read still
+	 * gets a later tick.
+	 */
+	do {
+		if (now <= (u64)last)
+			now = last + 1;
+	} while (!atomic64_try_cmpxchg(&emu->clock_last, &last, now));
+	return now;
 }
 
 const struct npu_hw_ops npu_emu_hw_ops = {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <ctime>
 #include <limits>
 #include <tuple>
 
@@ -171,7 +172,7 @@ CachingAllocator::Block *CachingAllocator::findFree(bool small, StreamId stream,
 }
 
 npurtError_t CachingAllocator::newSegment(size_t size, size_t segmentSize, bool small,
-                                          StreamId stream, Block **out)
+                                          StreamId stream, Block **out, bool final)
 {
 	uint64_t base = 0;
 	npurtError_t err = backend_.allocSegment(segmentSize, &base);
@@ -180,6 +181,8 @@ npurtError_t CachingAllocator::newSegment(size_t size, size_t segmentSize, bool 
 		err = backend_.allocSegment(segmentSize, &base);
 	}
 	if (err == npurtErrorMemoryAllocation) {
+		if (!final)
+			return err;
 		stats_.ooms++;
 		return setError(err, oomMessage(size, segmentSize));
 	}
@@ -235,7 +238,19 @@ npurtError_t CachingAllocator::allocate(size_t size, StreamId stream, uint64_t *
 	if (b) {
 		eraseFree(b);
 	} else {
-		npurtError_t err = newSegment(size, segmentSizeFor(rounded), small, stream, &b);
+		const size_t segment = segmentSizeFor(rounded);
+		npurtError_t err = newSegment(size, segment, small, stream, &b, parked_.empty());
+		// Freed memory still in reach of queued work comes back once that
+		// work is done: wait for it rather than fail.
+		if (err == npurtErrorMemoryAllocation && waitParked()) {
+			b = findFree(small, stream, rounded);
+			if (b) {
+				eraseFree(b);
+				err = npurtSuccess;
+			} else {
+				err = newSegment(size, segment, small, stream, &b, true);
+			}
+		}
 		if (err != npurtSuccess)
 			return err;
 	}
@@ -317,15 +332,17 @@ npurtError_t CachingAllocator::deallocate(uint64_t addr)
 	sub(stats_.requestedBytes, b->requested);
 	b->requested = 0;
 
-	if (tracker_ && !b->uses.empty()) {
+	if (tracker_) {
 		Parked p{b, {}};
-		p.markers.reserve(b->uses.size());
+		tracker_->markPending(&p.markers);
 		for (StreamId s : b->uses)
 			p.markers.push_back(tracker_->mark(s));
 		b->uses.clear();
-		b->state = Block::State::Parked;
-		parked_.push_back(std::move(p));
-		return npurtSuccess;
+		if (!p.markers.empty()) {
+			b->state = Block::State::Parked;
+			parked_.push_back(std::move(p));
+			return npurtSuccess;
+		}
 	}
 	b->uses.clear();
 	freeBlock(b);
@@ -349,6 +366,22 @@ void CachingAllocator::pollParked()
 		freeBlock(p.block);
 	}
 	parked_.erase(keep, parked_.end());
+}
+
+bool CachingAllocator::waitParked()
+{
+	if (!tracker_ || parked_.empty())
+		return false;
+	// Bounded: queued work ends by the job timeout or fails, but a stream
+	// may hold a long queue of it.
+	timespec now{};
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	const int64_t deadline = (static_cast<int64_t>(now.tv_sec) + 60) * 1000000000 + now.tv_nsec;
+	for (const auto &p : parked_)
+		for (uint64_t m : p.markers)
+			tracker_->wait(m, deadline);
+	pollParked();
+	return true;
 }
 
 npurtError_t CachingAllocator::recordStream(uint64_t addr, StreamId stream)

@@ -29,6 +29,11 @@
 //   until a StreamTracker marker taken at free time on each of those streams
 //   is done; parked blocks are polled at every allocate() and emptyCache().
 //   Without a tracker, recordStream() only checks its address.
+// - Safe free: with a tracker, a freed block is also parked until the work
+//   enqueued before the free on every stream that still has work
+//   (markPending()) has completed, so queued work never sees the block
+//   reused; the free itself does not wait. A request that finds no memory
+//   waits for the parked blocks (bounded) before it fails.
 //
 // Thread safety: every public method may be called from any thread. One
 // mutex serialises them all, including the calls into the backend and the
@@ -88,6 +93,14 @@ public:
 	virtual bool done(uint64_t marker) = 0;
 	// The allocator is finished with a marker (done or not).
 	virtual void release(uint64_t marker) = 0;
+	// Markers of the work enqueued so far on every stream that may still
+	// use a block being freed, appended to *out; none when no stream has
+	// work still to run. Memory from npurtMalloc is not stream-ordered:
+	// any stream may have used it.
+	virtual void markPending(std::vector<uint64_t> *out) = 0;
+	// Waits until the work behind a marker has completed or deadlineNs
+	// (CLOCK_MONOTONIC) has passed; whether it completed.
+	virtual bool wait(uint64_t marker, int64_t deadlineNs) = 0;
 };
 
 // A gauge: its value now and its highest value since creation or the last
@@ -186,8 +199,13 @@ private:
 	// All of these are called with mutex_ held.
 	FreeSet &poolOf(const Block *b);
 	Block *findFree(bool small, StreamId stream, size_t size);
+	// final: an out-of-memory failure is reported (else it is only
+	// returned, for the caller to wait for parked blocks and retry).
 	npurtError_t newSegment(size_t size, size_t segmentSize, bool small, StreamId stream,
-	                        Block **out);
+	                        Block **out, bool final);
+	// Waits for the markers of every parked block, then polls them;
+	// whether there were any.
+	bool waitParked();
 	void insertFree(Block *b);
 	void eraseFree(Block *b);
 	void freeBlock(Block *b);

@@ -544,7 +544,9 @@ npurtError_t npurtEventElapsedTime(float *ms, npurtEvent_t start, npurtEvent_t e
 			return err;
 		if (!a->timing() || !b->timing())
 			return setError(npurtErrorInvalidHandle,
-			                std::string(api) + ": both events need npurtEventTiming");
+			                std::string(api) +
+			                        ": both events need timing (one was created with "
+			                        "npurtEventDisableTiming)");
 		if (!a->recorded() || !b->recorded())
 			return setError(npurtErrorInvalidValue,
 			                std::string(api) + ": an event was never recorded");

@@ -99,7 +99,7 @@ Context::Context(int ordinal, os::Device &node, std::unique_ptr<os::Device> owne
       // A primary context borrows the device's file, which lives forever.
       file_(owned ? std::shared_ptr<os::Device>(std::move(owned))
                   : std::shared_ptr<os::Device>(&node, [](os::Device *) {})),
-      space_(space), pool_(*this, nullptr)
+      space_(space), pool_(*this, this)
 {}
 
 Context::~Context()
@@ -565,6 +565,7 @@ void Context::addStream(Stream *s)
 
 void Context::removeStream(Stream *s)
 {
+	std::unique_lock<std::shared_mutex> life(streamLife_);
 	std::lock_guard<std::mutex> lock(streamMutex_);
 	std::erase(streams_, s);
 }
@@ -573,6 +574,72 @@ std::vector<Stream *> Context::streams()
 {
 	std::lock_guard<std::mutex> lock(streamMutex_);
 	return streams_;
+}
+
+void Context::streamEnded(Stream *s, const Point &last)
+{
+	std::lock_guard<std::mutex> lock(markMutex_);
+	for (auto &[id, m] : markers_) {
+		if (m.stream != s)
+			continue;
+		m.stream = nullptr;
+		m.tl = last.tl;
+		m.point = last.value;
+	}
+}
+
+uint64_t Context::mark(StreamId stream)
+{
+	auto *s = reinterpret_cast<Stream *>(stream);
+	std::lock_guard<std::mutex> lock(markMutex_);
+	// The stream's own lock is taken after streamMutex_ is released (a
+	// stream holding its lock takes streamMutex_ for timestamp slots). A
+	// stream being destroyed lives on until its destructor's
+	// streamEnded(), which waits for markMutex_.
+	const std::vector<Stream *> all = streams();
+	bool live = std::ranges::find(all, s) != all.end();
+	Marker m;
+	if (uint64_t tasks = live ? s->pendingMark() : 0)
+		m = {s, tasks, nullptr, 0};
+	markers_[++nextMarker_] = std::move(m);
+	return nextMarker_;
+}
+
+void Context::markPending(std::vector<uint64_t> *out)
+{
+	std::lock_guard<std::mutex> lock(markMutex_);
+	// As in mark(): the streams' locks after streamMutex_ is released.
+	for (Stream *s : streams()) {
+		uint64_t tasks = s->pendingMark();
+		if (!tasks)
+			continue;
+		markers_[++nextMarker_] = {s, tasks, nullptr, 0};
+		out->push_back(nextMarker_);
+	}
+}
+
+bool Context::done(uint64_t marker)
+{
+	std::lock_guard<std::mutex> lock(markMutex_);
+	const Marker &m = markers_.at(marker);
+	if (m.stream)
+		return m.stream->tasksDone(m.tasks);
+	return !m.tl || waitPoint(Point{m.tl, m.point}, 0, false) == 0;
+}
+
+void Context::release(uint64_t marker)
+{
+	std::lock_guard<std::mutex> lock(markMutex_);
+	markers_.erase(marker);
+}
+
+bool Context::wait(uint64_t marker, int64_t deadlineNs)
+{
+	std::lock_guard<std::mutex> lock(markMutex_);
+	const Marker &m = markers_.at(marker);
+	if (m.stream)
+		return m.stream->waitTasks(m.tasks, deadlineNs);
+	return !m.tl || waitPoint(Point{m.tl, m.point}, deadlineNs, false) == 0;
 }
 
 Stream *Context::defaultStream(npurtError_t *err)

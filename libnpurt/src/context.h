@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include "allocator.h"
@@ -47,7 +48,7 @@ class Stream;
 struct Timeline;
 struct Point;
 
-class Context final : public npurtContext_st, private SegmentBackend {
+class Context final : public npurtContext_st, private SegmentBackend, private StreamTracker {
 public:
 	// `owned` is null for a primary context, which uses the device's
 	// discovery file.
@@ -128,8 +129,57 @@ public:
 	void addStream(Stream *s);
 	void removeStream(Stream *s);
 	std::vector<Stream *> streams();
+	// A stream's destructor has submitted its last work, ending at `last`.
+	void streamEnded(Stream *s, const Point &last);
+
+	// CUDA's legacy default stream: work on it waits for the work of the
+	// context's blocking streams, and theirs for its. Each enqueue counts
+	// on its side; a stream looks at the other side only when that count
+	// moved since its last look (so one stream alone pays two atomics).
+	std::atomic<uint64_t> defaultWork{0}, blockingWork{0};
+	// Calls f(s) for every other stream, each kept alive during its call.
+	template <typename F> void forEachStream(F f)
+	{
+		std::shared_lock<std::shared_mutex> life(streamLife_);
+		for (Stream *s : streams())
+			f(s);
+	}
+	// The default stream if it exists, kept alive while f runs.
+	template <typename F> void withDefaultStream(F f)
+	{
+		std::shared_lock<std::shared_mutex> life(streamLife_);
+		Stream *d = nullptr;
+		{
+			std::lock_guard<std::mutex> lock(defaultMutex_);
+			d = default_;
+		}
+		if (d)
+			f(d);
+	}
 
 private:
+	// StreamTracker: freed device memory is reused only after the work
+	// enqueued before the free, on every stream of the context, has
+	// completed (see CachingAllocator). StreamId is a Stream pointer.
+	uint64_t mark(StreamId stream) override;
+	void markPending(std::vector<uint64_t> *out) override;
+	bool done(uint64_t marker) override;
+	void release(uint64_t marker) override;
+	bool wait(uint64_t marker, int64_t deadlineNs) override;
+	// The first `tasks` tasks of a live stream, or a point once the
+	// stream is gone.
+	struct Marker {
+		Stream *stream = nullptr;
+		uint64_t tasks = 0;
+		std::shared_ptr<Timeline> tl;
+		uint64_t point = 0;
+	};
+	// Guards markers_ and nextMarker_; taken before streamMutex_ and a
+	// stream's locks (called by the pool with its lock held).
+	std::mutex markMutex_;
+	std::map<uint64_t, Marker> markers_;
+	uint64_t nextMarker_ = 0;
+
 	npurtError_t allocSegment(size_t size, uint64_t *addr) override;
 	void freeSegment(uint64_t addr, size_t size) override;
 	void memInfo(size_t *freeBytes, size_t *totalBytes) override;
@@ -169,6 +219,10 @@ private:
 	std::mutex mutex_;  // guards segments_ and imports_
 	std::map<uint64_t, Range> segments_;  // pool segments by address
 	std::map<uint64_t, Range> imports_;  // IPC imports by address
+	// Held shared while a stream of the list is used from outside it
+	// (forEachStream), exclusively while one is taken off the list; taken
+	// before any stream's locks.
+	std::shared_mutex streamLife_;
 	std::mutex streamMutex_;  // guards streams_, slots_, slotChunks_, retired_
 	std::vector<Stream *> streams_;
 	std::mutex defaultMutex_;  // guards default_ (taken before streamMutex_)

@@ -371,6 +371,8 @@ Stream::~Stream()
 	}
 	// The completion records are written until the last job ends.
 	Point last = lastClass_ >= 0 ? Point{timelines_[lastClass_], last_[lastClass_]} : Point{};
+	// Freed memory waiting for this stream's tasks waits for this point.
+	ctx_.streamEnded(this, last);
 	for (uint64_t slot : doneSlot_)
 		if (slot)
 			ctx_.retireTimestampSlot(slot, last);
@@ -420,6 +422,106 @@ Point Stream::tail()
 	if (lastClass_ < 0)
 		return {};
 	return {timelines_[lastClass_], last_[lastClass_]};
+}
+
+uint64_t Stream::pendingMark()
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	uint64_t count = appended_ + deferredTasks_;
+	if (!count || (batch_.tasks.empty() && !deferredTasks_ && !submitting_ &&
+	               deviceState() == DeviceState::Idle))
+		return 0;
+	return count;
+}
+
+bool Stream::tasksDone(uint64_t count)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	Point p;
+	{
+		std::lock_guard<std::mutex> history(historyMutex_);
+		if (seq_ >= count) {
+			// Past the record, a later task stands in: the stream's
+			// tasks complete in order.
+			uint64_t n = std::max(count, seq_ > kTaskHistory ? seq_ - kTaskHistory + 1
+			                                                 : uint64_t{1});
+			const TaskRecord &r = history_[n % kTaskHistory];
+			if (r.point)
+				p = {timelines_[r.engineClass], r.point};
+		} else if (!failed_) {
+			return false;  // still batched or deferred
+		}
+	}
+	// A failed stream runs nothing more: its submitted jobs are what
+	// remains.
+	if (!p && failed_ && lastClass_ >= 0)
+		p = {timelines_[lastClass_], last_[lastClass_]};
+	if (!p)
+		return true;
+	if (const drm_npu_queue_completion *rec = completion(static_cast<int>(p.tl->engineClass)))
+		return __atomic_load_n(&rec->completed, __ATOMIC_ACQUIRE) >= p.value;
+	return waitPoint(p, 0, false) == 0;
+}
+
+bool Stream::waitTasks(uint64_t count, int64_t deadlineNs)
+{
+	while (!tasksDone(count)) {
+		if (monotonicNs() >= deadlineNs)
+			return false;
+		// Deferred tasks join a batch once the host work ahead has run.
+		if (waitIdle(deadlineNs, "waiting for freed memory")) {
+			npurtGetLastError();
+			return false;
+		}
+		if (waitPoint(tail(), deadlineNs, false) == -ETIME)
+			return tasksDone(count);
+	}
+	return true;
+}
+
+Point Stream::pendingTail()
+{
+	std::scoped_lock lock(submitMutex_, mutex_);
+	if (flushBatch("submitting batched work"))
+		npurtGetLastError();  // the stream's failure: reported by its next call
+	if (lastClass_ < 0 || deviceState() == DeviceState::Idle || failed_)
+		return {};
+	return {timelines_[lastClass_], last_[lastClass_]};
+}
+
+npurtError_t Stream::legacyOrder(const char *api)
+{
+	if (!isDefault_ && !blocking())
+		return npurtSuccess;
+	std::atomic<uint64_t> &mine = isDefault_ ? ctx_.defaultWork : ctx_.blockingWork;
+	std::atomic<uint64_t> &other = isDefault_ ? ctx_.blockingWork : ctx_.defaultWork;
+	mine.fetch_add(1, std::memory_order_relaxed);
+	uint64_t seen = other.load(std::memory_order_acquire);
+	if (seen == seenOther_.load(std::memory_order_relaxed))
+		return npurtSuccess;
+	seenOther_.store(seen, std::memory_order_relaxed);
+	std::vector<Point> ahead;
+	auto look = [this, &ahead](Stream *s) {
+		if (s == this || (isDefault_ ? !s->blocking() : !s->isDefault()))
+			return;
+		if (Point p = s->pendingTail())
+			ahead.push_back(std::move(p));
+	};
+	if (isDefault_)
+		ctx_.forEachStream(look);
+	else
+		ctx_.withDefaultStream(look);
+	if (ahead.empty())
+		return npurtSuccess;
+	std::scoped_lock lock(submitMutex_, mutex_);
+	if (failed_)
+		return setError(failed_, std::string(api) + ": " + failMessage_);
+	// Batched work came before and must not wait.
+	if (npurtError_t err = flushBatch(api))
+		return err;
+	for (const Point &p : ahead)
+		waits_.push_back({p.tl->syncobj, p.value, false});
+	return npurtSuccess;
 }
 
 bool Stream::busy()
@@ -555,6 +657,7 @@ uint64_t Stream::jobsAhead(int engineClass) const
 void Stream::append(uint32_t engineClass, const void *packet, uint32_t size, const TaskInfo &info)
 {
 	auto put = [this](const void *p, size_t n) { batch_.cmds.append(p, n); };
+	appended_++;
 	batch_.engineClass = static_cast<int>(engineClass);
 	batch_.tasks.push_back(info);
 	TaskInfo &t = batch_.tasks.back();
@@ -590,6 +693,18 @@ void Stream::append(uint32_t engineClass, const void *packet, uint32_t size, con
 
 void Stream::dropJob(Batch &job)
 {
+	{
+		// Dropped tasks keep their numbers (with no point: they never
+		// run), so that later tasks' numbers still match appended_.
+		std::lock_guard<std::mutex> lock(historyMutex_);
+		if (history_.empty())
+			history_.resize(kTaskHistory);
+		auto cls = static_cast<uint32_t>(std::max(job.engineClass, 0));
+		for (const auto &t : job.tasks) {
+			uint64_t seq = ++seq_;
+			history_[seq % kTaskHistory] = {t, 0, cls};
+		}
+	}
 	for (auto &t : job.tasks) {
 		ctx_.freeTimestampSlot(t.tsStart);
 		ctx_.freeTimestampSlot(t.tsEnd);
@@ -695,6 +810,7 @@ npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std
 	// then historyMutex_).
 	std::unique_lock<std::mutex> recording(historyMutex_, std::defer_lock);
 	if (unlocked) {
+		submitting_ = true;
 		unlocked->unlock();
 		recording.lock();
 	}
@@ -708,6 +824,12 @@ npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std
 		recording.unlock();
 		unlocked->lock();
 	}
+	// Until last_ holds the job's point, pendingMark() must not take the
+	// stream for idle.
+	struct Submitted {
+		bool &flag;
+		~Submitted() { flag = false; }
+	} submitted{submitting_};
 	if (ret == -EINVAL && job.tasks.size() > 1) {
 		// The device refused a packet the runtime let through: submit the
 		// tasks one by one, so the good ones run and the bad one is named.
@@ -870,6 +992,9 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
                             const TaskInfo &info, bool callerWaits)
 {
 	const char *api = info.api;
+	if (!tOnWorker)
+		if (npurtError_t err = legacyOrder(api))
+			return err;
 	{
 		std::unique_lock<std::mutex> lock(mutex_);
 		if (failed_)
@@ -879,9 +1004,11 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 			TaskInfo later = info;
 			if (profiling())
 				later.queuedNs = static_cast<uint64_t>(monotonicNs());
+			deferredTasks_++;
 			defer([this, engineClass, cmds = std::vector<uint8_t>(b, b + size),
 			       later]() {
 				std::scoped_lock l(submitMutex_, mutex_);
+				deferredTasks_--;
 				if (submitNow(engineClass, cmds.data(),
 				              static_cast<uint32_t>(cmds.size()), later) &&
 				    !failed_)
@@ -960,6 +1087,8 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 
 npurtError_t Stream::hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info)
 {
+	if (npurtError_t err = legacyOrder(info.api))
+		return err;
 	std::scoped_lock lock(submitMutex_, mutex_);
 	if (failed_)
 		return setError(failed_, std::string(info.api) + ": " + failMessage_);

@@ -165,6 +165,21 @@ public:
 	// The point after which everything enqueued so far is done.
 	Point tail();
 
+	// For safe reuse of freed memory (Context's StreamTracker): a count
+	// of the tasks enqueued so far, deferred ones included, or 0 when
+	// none of them is still to run; whether the first `count` tasks have
+	// completed (or will never run: the stream failed); and a wait for
+	// them, submitting what is batched. No flush, no system call, for
+	// the first two.
+	uint64_t pendingMark();
+	bool tasksDone(uint64_t count);
+	bool waitTasks(uint64_t count, int64_t deadlineNs);
+
+	// The point of the stream's last submitted work (its batch submitted
+	// first) while that work runs; empty when it is done or failed.
+	Point pendingTail();
+	bool blocking() const { return !isDefault_ && !(flags_ & npurtStreamNonBlocking); }
+
 	// The failure message for a fault recorded on tl at error_point.
 	// offset: of the failing packet in the job's command buffer.
 	std::string describeTask(const Timeline &tl, uint64_t point, uint32_t offset);
@@ -248,6 +263,11 @@ private:
 	void dropJob(Batch &job);
 	npurtError_t submitNow(uint32_t engineClass, const void *packet, uint32_t size,
 	                       const TaskInfo &info, bool callerWaits = false);
+	// The legacy default stream's ordering (see Context::defaultWork),
+	// before an enqueue: counts it, and makes the stream wait for the
+	// other side's work when that side has enqueued since the last look.
+	// Takes other streams' locks, so it runs before this stream's.
+	npurtError_t legacyOrder(const char *api);
 	// Whether the stream's last submitted job still runs, has ended, or
 	// failed (it or work it depended on), from the completion record the
 	// engine writes: no system call. Unknown without a record.
@@ -312,7 +332,15 @@ private:
 	// onto the next batch do not wait while a job's tasks are recorded.
 	std::mutex historyMutex_;  // guards history_ and seq_; taken after mutex_
 	std::vector<TaskRecord> history_;
-	uint64_t seq_ = 0;
+	uint64_t seq_ = 0;  // tasks submitted (or dropped: point 0), in append order
+	// Tasks appended to a batch, and deferred tasks not yet appended
+	// (with mutex_ held); the flusher's job between unlocking mutex_ for
+	// its SUBMIT and recording the job's point.
+	uint64_t appended_ = 0;
+	uint64_t deferredTasks_ = 0;
+	bool submitting_ = false;
+	// The other side's count at this stream's last look (legacyOrder).
+	std::atomic<uint64_t> seenOther_{0};
 	npurtError_t failed_ = npurtSuccess;
 	std::string failMessage_;
 
@@ -332,7 +360,8 @@ public:
 	explicit Event(unsigned flags) : flags_(flags) {}
 	~Event();
 	unsigned flags() const { return flags_; }
-	bool timing() const { return flags_ & npurtEventTiming; }
+	// As in CUDA, events time unless created with npurtEventDisableTiming.
+	bool timing() const { return !(flags_ & npurtEventDisableTiming); }
 
 	// Called by Stream::record; `pending` until a deferred record runs.
 	void setPending(Stream *s);

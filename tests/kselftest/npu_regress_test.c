@@ -193,7 +193,7 @@ TEST_F(regress, signalling_path_then_bo_frees)
 }
 
 #define SUBMITTERS		4
-#define SUBMITS			1500
+#define SUBMITS			800
 
 struct submitter {
 	pthread_t thread;

@@ -122,6 +122,31 @@ public:
 		EXPECT_FALSE(m.released) << "marker released twice";
 		m.released = true;
 	}
+	// Streams in `pending` have work in flight at every free.
+	void markPending(std::vector<uint64_t> *out) override
+	{
+		std::vector<StreamId> streams;
+		{
+			std::lock_guard<std::mutex> lock(mutex_);
+			streams = pending;
+		}
+		for (StreamId s : streams)
+			out->push_back(mark(s));
+	}
+	// The work completes during the wait when completeOnWait is set.
+	bool wait(uint64_t marker, int64_t) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		waits++;
+		Marker &m = markers_.at(marker);
+		EXPECT_FALSE(m.released) << "waiting on a released marker";
+		if (completeOnWait)
+			m.done = true;
+		return autoComplete || m.done;
+	}
+	std::vector<StreamId> pending;
+	bool completeOnWait = false;
+	int waits = 0;
 
 	// Completes every marker taken so far on `stream`.
 	void complete(StreamId stream)
@@ -569,6 +594,79 @@ TEST_F(Allocator, EmptyCacheKeepsParkedBlocksAndPollsThem)
 	EXPECT_EQ(be.frees, (std::vector<std::pair<uint64_t, size_t>>{{x, 20 * MiB}}));
 	EXPECT_EQ(tr.unreleased(), 0u);
 	EXPECT_EQ(a.stats().activeBlocks.current, 0u);
+}
+
+TEST_F(Allocator, FreeParksTheBlockWhileAnyStreamHasWorkAndDoesNotWait)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = alloc(a, 4096);
+	tr.pending = {7, 9};  // two streams with queued work
+	release(a, x);
+	EXPECT_EQ(tr.marked(7), 1u);
+	EXPECT_EQ(tr.marked(9), 1u);
+	EXPECT_EQ(tr.waits, 0) << "a free must not wait for the device";
+	EXPECT_EQ(a.stats().activeBlocks.current, 1u);  // parked
+	EXPECT_EQ(a.deallocate(x), npurtErrorInvalidValue) << "freed is freed";
+	tr.pending.clear();
+	uint64_t y = alloc(a, 4096);
+	EXPECT_NE(y, x) << "reused while queued work may still read it";
+	tr.complete(7);
+	EXPECT_NE(alloc(a, 4096), x) << "stream 9 has not finished";
+	tr.complete(9);
+	EXPECT_EQ(alloc(a, 4096), x);
+	EXPECT_EQ(tr.unreleased(), 0u);
+}
+
+TEST_F(Allocator, FreeWithNothingPendingReusesAtOnce)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = alloc(a, 4096);
+	release(a, x);
+	EXPECT_EQ(a.stats().activeBlocks.current, 0u);
+	EXPECT_EQ(alloc(a, 4096), x);
+	EXPECT_EQ(tr.unreleased(), 0u);
+}
+
+TEST_F(Allocator, OutOfMemoryWaitsForParkedBlocks)
+{
+	FakeBackend be(20 * MiB);
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = alloc(a, 16 * MiB);
+	tr.pending = {3};
+	release(a, x);
+	tr.pending.clear();
+	tr.completeOnWait = true;
+	uint64_t y = 0;
+	ASSERT_EQ(a.allocate(16 * MiB, 0, &y), npurtSuccess) << npurtGetLastErrorMessage();
+	EXPECT_EQ(y, x) << "the parked block, once its work is done";
+	EXPECT_EQ(tr.waits, 1);
+	EXPECT_EQ(a.stats().ooms, 0u);
+	EXPECT_EQ(tr.unreleased(), 0u);
+}
+
+TEST_F(Allocator, OutOfMemoryAfterParkedWorkDoesNotEndIsReported)
+{
+	FakeBackend be(20 * MiB);
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = alloc(a, 16 * MiB);
+	tr.pending = {3};
+	release(a, x);
+	tr.pending.clear();
+	uint64_t y = 0;
+	EXPECT_EQ(a.allocate(16 * MiB, 0, &y), npurtErrorMemoryAllocation);
+	EXPECT_EQ(y, 0u);
+	EXPECT_EQ(tr.waits, 1);
+	EXPECT_EQ(a.stats().ooms, 1u);
+	EXPECT_TRUE(contains(npurtGetLastErrorMessage(), "out of device memory"))
+	        << npurtGetLastErrorMessage();
+	tr.complete(3);
+	EXPECT_EQ(alloc(a, 16 * MiB), x);
 }
 
 TEST_F(Allocator, RecordStreamWithoutATrackerDoesNotPark)

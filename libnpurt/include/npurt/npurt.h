@@ -256,7 +256,12 @@ typedef struct npurtStream_st *npurtStream_t;
 typedef struct npurtEvent_st *npurtEvent_t;
 
 #define npurtStreamDefault 0x00
-#define npurtStreamNonBlocking 0x01 /* accepted; streams never block each other */
+/* Without npurtStreamNonBlocking a stream is blocking, as in CUDA: work on
+ * the default (NULL) stream waits for the work enqueued before it on every
+ * blocking stream of its context, and work on a blocking stream waits for
+ * the default stream's (CUDA's legacy default stream). Non-blocking streams
+ * order only against what they are told to wait for. */
+#define npurtStreamNonBlocking 0x01
 
 /* Priorities: lower numbers are higher priority, as in CUDA. */
 NPURT_API npurtError_t npurtDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
@@ -306,13 +311,16 @@ NPURT_API npurtError_t npurtSetErrorCallback(npurtErrorCallback_t callback, void
  */
 NPURT_API npurtError_t npurtSetCallSite(const char *file, int line, const char *function);
 
-/* Events. Recording is cheap: no device work unless timing is asked for
- * with npurtEventTiming (CUDA times every event unless told not to; here it
- * is opt-in). npurtEventDisableTiming is accepted and changes nothing. */
+/* Events. As in CUDA, an event times by default: recording it enqueues a
+ * device timestamp (one small task on the stream, batched with its other
+ * work). npurtEventDisableTiming makes the cheap kind, whose record
+ * enqueues nothing: use it for pure synchronisation. npurtEventTiming, from
+ * earlier releases where timing was opt-in, is accepted and means the
+ * default. */
 #define npurtEventDefault 0x00
 #define npurtEventBlockingSync 0x01 /* accepted; waits always sleep */
 #define npurtEventDisableTiming 0x02
-#define npurtEventTiming 0x10 /* record device timestamps */
+#define npurtEventTiming 0x10 /* the default: record device timestamps */
 
 NPURT_API npurtError_t npurtEventCreate(npurtEvent_t *event);
 NPURT_API npurtError_t npurtEventCreateWithFlags(npurtEvent_t *event, unsigned int flags);

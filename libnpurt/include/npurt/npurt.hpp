@@ -8,13 +8,46 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "npurt/npurt.h"
+
+#if __cplusplus >= 202002L && __has_include(<source_location>)
+#include <source_location>
+namespace npurt {
+using SourceLocation = std::source_location;
+}  // namespace npurt
+#else
+namespace npurt {
+// C++17 (a PyTorch extension, say): the compiler builtins that
+// SourceLocation is made of, in GCC and Clang.
+class SourceLocation {
+public:
+	static constexpr SourceLocation
+	current(const char *file = __builtin_FILE(), unsigned line = __builtin_LINE(),
+	        const char *function = __builtin_FUNCTION()) noexcept
+	{
+		SourceLocation l;
+		l.file_ = file;
+		l.line_ = line;
+		l.function_ = function;
+		return l;
+	}
+	constexpr const char *file_name() const noexcept { return file_; }
+	constexpr unsigned line() const noexcept { return line_; }
+	constexpr unsigned column() const noexcept { return 0; }
+	constexpr const char *function_name() const noexcept { return function_; }
+
+private:
+	const char *file_ = "";
+	unsigned line_ = 0;
+	const char *function_ = "";
+};
+}  // namespace npurt
+#endif
 
 namespace npurt {
 
@@ -89,7 +122,7 @@ private:
 };
 
 // Records where the next enqueue comes from, for fault reports.
-inline void callSite(const std::source_location &loc)
+inline void callSite(const SourceLocation &loc)
 {
 	npurtSetCallSite(loc.file_name(), static_cast<int>(loc.line()), loc.function_name());
 }
@@ -148,13 +181,14 @@ private:
 	npurtStream_t s_ = nullptr;
 };
 
-// An event (RAII, move-only); timing is opt-in.
+// An event (RAII, move-only); it times unless timing is false (as CUDA's
+// events do unless created with cudaEventDisableTiming).
 class Event {
 public:
-	explicit Event(bool timing = false)
+	explicit Event(bool timing = true)
 	{
-		check(npurtEventCreateWithFlags(&e_,
-		                                timing ? npurtEventTiming : npurtEventDefault));
+		check(npurtEventCreateWithFlags(&e_, timing ? npurtEventDefault
+		                                            : npurtEventDisableTiming));
 	}
 	~Event()
 	{
@@ -270,21 +304,21 @@ private:
 
 // Copies with the call site recorded for fault reports.
 inline void copyAsync(void *dst, const void *src, size_t bytes, const Stream &s = {},
-                      std::source_location loc = std::source_location::current())
+                      SourceLocation loc = SourceLocation::current())
 {
 	callSite(loc);
 	check(npurtMemcpyAsync(dst, src, bytes, npurtMemcpyDefault, s.get()));
 }
 
 inline void fillAsync(void *dst, int value, size_t bytes, const Stream &s = {},
-                      std::source_location loc = std::source_location::current())
+                      SourceLocation loc = SourceLocation::current())
 {
 	callSite(loc);
 	check(npurtMemsetAsync(dst, value, bytes, s.get()));
 }
 
 inline void launch(const npurtOpDesc &d, const Stream &s = {},
-                   std::source_location loc = std::source_location::current())
+                   SourceLocation loc = SourceLocation::current())
 {
 	callSite(loc);
 	check(npurtLaunchOp(&d, s.get()));
@@ -305,7 +339,7 @@ template <> constexpr npurtDataType dataType<int32_t>()
 template <typename T>
 void elementwise(npurtOpKind op, const DeviceBuffer<T> &a, const DeviceBuffer<T> &b,
                  DeviceBuffer<T> &out, const Stream &s = {},
-                 std::source_location loc = std::source_location::current())
+                 SourceLocation loc = SourceLocation::current())
 {
 	npurtOpDesc d{};
 	d.op = op;
@@ -319,8 +353,7 @@ void elementwise(npurtOpKind op, const DeviceBuffer<T> &a, const DeviceBuffer<T>
 
 // out = f(a) for npurtOpRelu, npurtOpGelu, npurtOpExp.
 inline void activation(npurtOpKind op, const DeviceBuffer<float> &a, DeviceBuffer<float> &out,
-                       const Stream &s = {},
-                       std::source_location loc = std::source_location::current())
+                       const Stream &s = {}, SourceLocation loc = SourceLocation::current())
 {
 	npurtOpDesc d{};
 	d.op = op;
@@ -335,7 +368,7 @@ inline void activation(npurtOpKind op, const DeviceBuffer<float> &a, DeviceBuffe
 inline void gemm(const DeviceBuffer<float> &a, const DeviceBuffer<float> &b,
                  DeviceBuffer<float> &out, uint64_t m, uint64_t n, uint64_t k, float alpha = 1.0f,
                  float beta = 0.0f, const Stream &s = {},
-                 std::source_location loc = std::source_location::current())
+                 SourceLocation loc = SourceLocation::current())
 {
 	npurtOpDesc d{};
 	d.op = npurtOpGemm;

@@ -2864,3 +2864,54 @@ TEST_F(SafeFree, AllocationWaitsForParkedBlocksRatherThanFailing)
 		device_.push_back(z);
 	ASSERT_EQ(npurtStreamSynchronize(b), npurtSuccess) << lastMessage();
 }
+
+// CUDA's legacy default stream: the NULL stream and blocking streams wait for
+// each other's earlier work; non-blocking streams opt out.
+class NullStream : public StreamTest {
+protected:
+	// A long fill on `slow` (hundreds of ms), then a small copy of its
+	// first bytes on `fast` and a wait for `fast` (well under a ms alone):
+	// whether `slow` still ran when `fast` was done.
+	bool slowStillRunsAfter(npurtStream_t slow, npurtStream_t fast)
+	{
+		const size_t big = 256 << 20, n = 64 << 10;
+		unsigned char *x = deviceAlloc(big), *y = deviceAlloc(n);
+		EXPECT_TRUE(x && y);
+		EXPECT_EQ(npurtMemsetAsync(x, 7, big, slow), npurtSuccess) << lastMessage();
+		EXPECT_EQ(npurtMemcpyAsync(y, x, n, npurtMemcpyDeviceToDevice, fast), npurtSuccess)
+		        << lastMessage();
+		EXPECT_EQ(npurtStreamSynchronize(fast), npurtSuccess) << lastMessage();
+		bool running = npurtStreamQuery(slow) == npurtErrorNotReady;
+		EXPECT_EQ(npurtStreamSynchronize(slow), npurtSuccess) << lastMessage();
+		// Ordered, the copy read the fill's bytes.
+		if (!running) {
+			EXPECT_EQ(firstNot(download(y, n).data(), 7, n), n);
+		}
+		deviceFree(x);
+		deviceFree(y);
+		return running;
+	}
+};
+
+TEST_F(NullStream, WaitsForBlockingStreams)
+{
+	npurtStream_t b = stream();
+	ASSERT_TRUE(b);
+	EXPECT_FALSE(slowStillRunsAfter(b, nullptr));
+}
+
+TEST_F(NullStream, BlockingStreamsWaitForIt)
+{
+	npurtStream_t b = stream();
+	ASSERT_TRUE(b);
+	EXPECT_FALSE(slowStillRunsAfter(nullptr, b));
+}
+
+TEST_F(NullStream, NonBlockingStreamsDoNotWait)
+{
+	npurtStream_t nb = stream(npurtStreamNonBlocking), b = stream(), b2 = stream();
+	ASSERT_TRUE(nb && b && b2);
+	EXPECT_TRUE(slowStillRunsAfter(nb, nullptr)) << "the NULL stream waited for a non-blocking one";
+	EXPECT_TRUE(slowStillRunsAfter(nullptr, nb)) << "a non-blocking stream waited for NULL";
+	EXPECT_TRUE(slowStillRunsAfter(b, b2)) << "two blocking streams waited for each other";
+}

@@ -59,7 +59,7 @@ test: all
 	@$(TOP)/tests/run-tests.sh
 
 test-debug: all
-	@NPU_LANES=debug $(TOP)/tests/run-tests.sh
+	@NPU_LANES=debug NPU_DEBUG_SUITES=all $(TOP)/tests/run-tests.sh
 
 debug-kernel: deps
 	@$(TOP)/tools/debug-kernel/build

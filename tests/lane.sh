@@ -11,7 +11,11 @@
 #   debug   the debug kernel (tools/debug-kernel/build: lockdep, KASAN,
 #           kmemleak, DEBUG_OBJECTS, DEBUG_LIST, atomic-sleep checks,
 #           full preemption, KCOV), built once and cached, and the module
-#           built against it.
+#           built against it. NPU_DEBUG_SUITES=core (the default, to fit
+#           CI's time): every kselftest, the GoogleTest suite and the
+#           examples at the default parameters; =all adds the other
+#           device shapes, the wait variants and the PyTorch suite
+#           (`make test-debug` does).
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +32,7 @@ record() {
 }
 
 args=()
+suite_env=()
 case "$lane" in
 stock)
 	args=(--append preempt=full)
@@ -53,7 +58,8 @@ debug)
 	args=(--kernel-dir "$kdir" --module "$ko" --mem 3072 --cpu max,la57=off
 		--append "kasan_multi_shot preempt=full acpi=off")
 	# About 10x slower ioctls and 200x slower jobs than the stock kernel.
-	export NPU_SUITE_TIMEOUT=${NPU_SUITE_TIMEOUT:-2400}
+	suite_env=(env NPU_SUITE_TIMEOUT="${NPU_SUITE_TIMEOUT:-2400}"
+		NPU_SUITES="${NPU_DEBUG_SUITES:-core}")
 	;;
 *)
 	echo "lane.sh: unknown lane '$lane'" >&2
@@ -62,7 +68,7 @@ debug)
 esac
 
 echo "== VM suites, $lane lane (one boot)"
-"$top/tools/vmrun" --out "$vmout" "${args[@]}" -- \
+"$top/tools/vmrun" --out "$vmout" "${args[@]}" -- "${suite_env[@]}" \
 	"$top/tests/vm-suites.sh" "$build" "$vmout/results"
 rc=$?
 if [ "$rc" = 0 ]; then

@@ -17,7 +17,6 @@
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
-#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -2795,7 +2795,8 @@ protected:
 				dog.emplace(*gate, 20000);
 			ASSERT_EQ(npurtFree(x), npurtSuccess) << lastMessage();
 			if (dog) {
-				EXPECT_FALSE(dog->cancel()) << "npurtFree waited for the queued copy";
+				EXPECT_FALSE(dog->cancel())
+				        << "npurtFree waited for the queued copy";
 			}
 		}
 		void *x2 = nullptr;
@@ -2911,7 +2912,8 @@ TEST_F(NullStream, NonBlockingStreamsDoNotWait)
 {
 	npurtStream_t nb = stream(npurtStreamNonBlocking), b = stream(), b2 = stream();
 	ASSERT_TRUE(nb && b && b2);
-	EXPECT_TRUE(slowStillRunsAfter(nb, nullptr)) << "the NULL stream waited for a non-blocking one";
+	EXPECT_TRUE(slowStillRunsAfter(nb, nullptr))
+	        << "the NULL stream waited for a non-blocking one";
 	EXPECT_TRUE(slowStillRunsAfter(nullptr, nb)) << "a non-blocking stream waited for NULL";
 	EXPECT_TRUE(slowStillRunsAfter(b, b2)) << "two blocking streams waited for each other";
 }

@@ -54,20 +54,24 @@ run_all_suites() {
 	run "npurt_vm_tests$tag" gtest "$bin/npurt_vm_tests"
 }
 
-# Default parameters: everything.
-run_all_suites ""
-run example_device_query cmd "$bin/example_device_query"
-run example_streams_events cmd "$bin/example_streams_events"
-run example_pinned_copies cmd "$bin/example_pinned_copies"
-run example_host_func cmd "$bin/example_host_func"
-run example_fault_report cmd "$bin/example_fault_report"
-run example_profile_trace cmd "$bin/example_profile_trace" "$results/profile_trace.json"
-run npu-smi cmd "$bin/npu-smi"
-run npu-smi-json cmd "$bin/npu-smi" --json
-# NPU_SUITES=core (the debug lane in `make test`, to fit CI's time): the
-# suites above only; the runs below repeat their code paths with other
-# settings and device shapes.
-if [ "${NPU_SUITES:-all}" = core ]; then
+# NPU_SUITES: all (the default); core (the debug lane in `make test`, to
+# fit CI's time): the suites at the default parameters just below; rest:
+# only the runs after them, which repeat those code paths with other
+# settings and device shapes, and the PyTorch suite.
+suites=${NPU_SUITES:-all}
+if [ "$suites" != rest ]; then
+	# Default parameters: everything.
+	run_all_suites ""
+	run example_device_query cmd "$bin/example_device_query"
+	run example_streams_events cmd "$bin/example_streams_events"
+	run example_pinned_copies cmd "$bin/example_pinned_copies"
+	run example_host_func cmd "$bin/example_host_func"
+	run example_fault_report cmd "$bin/example_fault_report"
+	run example_profile_trace cmd "$bin/example_profile_trace" "$results/profile_trace.json"
+	run npu-smi cmd "$bin/npu-smi"
+	run npu-smi-json cmd "$bin/npu-smi" --json
+fi
+if [ "$suites" = core ]; then
 	exit 0
 fi
 # The PyTorch backend: all its pytest files in one Python process (importing

@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/extension.h>
+// After extension.h: Storage.h does not include what it uses.
+#include <torch/csrc/Storage.h>
 
 #include "npu_ops.h"
 
@@ -384,6 +386,19 @@ PYBIND11_MODULE(_C, m)
 		check(npurtStreamRecover(nativeStream(s)), "npurtStreamRecover");
 	});
 	m.def("_parked_pinned_blocks", &parkedPinnedBlocks);
+	// Tensor.set_(storage) for an NPU storage: torch 1.13's argument parser
+	// rejects storages of PrivateUse1 ("Invalid device for storage").
+	m.def("_set_storage", [](at::Tensor self, py::object storage, int64_t offset,
+	                         std::vector<int64_t> size, std::vector<int64_t> stride) {
+		TORCH_CHECK(PyObject_IsInstance(storage.ptr(), THPStorageClass) == 1,
+		            "_set_storage: expected an UntypedStorage");
+		c10::StorageImpl *impl = reinterpret_cast<THPStorage *>(storage.ptr())->cdata;
+		c10::Storage st(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl));
+		TORCH_CHECK(st.device() == self.device(), "_set_storage: a storage on ",
+		            st.device(), " for a tensor on ", self.device());
+		self.set_(st, offset, size, stride);
+		return self;
+	});
 	m.def("_empty_pinned", [](std::vector<int64_t> sizes, py::object dtype, int d) {
 		DeviceScope scope(checkedDevice(d));
 		at::ScalarType st = torch::python::detail::py_object_to_dtype(dtype);

@@ -9,6 +9,9 @@ serialization registry knows only cpu, cuda and mps. The package adds:
   ``torch.load(f)``, ``map_location="npu:0"`` / ``torch_device(0)`` /
   ``{"npu:1": "npu:0"}`` / ``"cpu"`` all work (a missing device index
   means the current NPU; an index that does not exist raises);
+- ``torch._utils._rebuild_tensor`` and ``Tensor.__deepcopy__`` for NPU
+  storages (1.13's ``Tensor.set_`` rejects PrivateUse1 storages in its
+  argument parser; ``_C._set_storage`` does it);
 - ``cpu()`` (1.13's storage ``copy_`` rejects PrivateUse1), ``clone()`` (hence ``copy.deepcopy``, ``copy.copy``) and ``npu(device)``
   of NPU storages, through device tensors; ``deepcopy`` of a tensor or a
   module keeps views of one storage sharing one new storage, as on the CPU.
@@ -17,6 +20,8 @@ Not supported: the legacy (non-zip) format written with
 ``_use_new_zipfile_serialization=False`` loads only to the CPU
 (``map_location="cpu"``), which says so.
 """
+
+import copy
 
 import torch
 
@@ -55,9 +60,52 @@ def _location_index(location):
     return index
 
 
+def _bytes_view(storage):
+    """A uint8 tensor over all of `storage` (any device)."""
+    t = torch.empty(0, dtype=torch.uint8, device=storage.device)
+    if _is_npu_storage(storage):
+        # 1.13's Tensor.set_ rejects PrivateUse1 storages in its argument
+        # parser: the extension sets it.
+        from . import _C
+        return _C._set_storage(t, storage, 0, [storage.nbytes()], [1])
+    return t.set_(storage)
+
+
+def _rebuild_tensor(storage, storage_offset, size, stride):
+    """torch._utils._rebuild_tensor, also for NPU storages."""
+    untyped = storage.untyped()
+    if not _is_npu_storage(untyped):
+        return _rebuild_tensor_orig(storage, storage_offset, size, stride)
+    from . import _C
+    t = torch.empty(0, dtype=storage.dtype, device=untyped.device)
+    return _C._set_storage(t, untyped, storage_offset, list(size), list(stride))
+
+
+def _tensor_deepcopy(self, memo):
+    """Tensor.__deepcopy__, for plain NPU tensors: their storage is copied
+    once per deepcopy (views keep sharing it), as for CPU tensors."""
+    if (type(self) is not torch.Tensor or self.device.type != "privateuseone"
+            or not torch._C._has_storage(self) or not self.is_leaf or id(self) in memo
+            or self.is_conj() or self.is_neg()):
+        return _deepcopy_orig(self, memo)
+    from . import _C
+    with torch.no_grad():
+        new_storage = self.storage().__deepcopy__(memo)
+        new = torch.empty(0, dtype=self.dtype, device=self.device)
+        _C._set_storage(new, new_storage.untyped(), self.storage_offset(), list(self.size()),
+                        list(self.stride()))
+        if self.requires_grad:
+            new.requires_grad_()
+        if self.grad is not None:
+            new.grad = self.grad.__deepcopy__(memo)
+    new.__dict__ = copy.deepcopy(self.__dict__, memo)
+    memo[id(self)] = new
+    return new
+
+
 def _untyped_to_npu(storage, index):
     """A new NPU storage (UntypedStorage) with the bytes of `storage`."""
-    src = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+    src = _bytes_view(storage)
     dst = torch.empty(storage.nbytes(), dtype=torch.uint8,
                       device=torch.device("privateuseone", index))
     dst.copy_(src)
@@ -80,8 +128,7 @@ def _storage_cpu(self):
     """Returns a CPU copy of this storage if it's not already on the CPU
     (1.13's storage copy_ knows no PrivateUse1: through tensors)."""
     if _is_npu_storage(self):
-        t = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self)
-        return t.cpu().storage().untyped()
+        return _bytes_view(self).cpu().storage().untyped()
     return _cpu(self)
 
 
@@ -104,11 +151,13 @@ def _storage_npu(self, device=None):
 
 _clone = None
 _cpu = None
+_rebuild_tensor_orig = None
+_deepcopy_orig = None
 _installed = False
 
 
 def install():
-    global _clone, _cpu, _installed
+    global _clone, _cpu, _rebuild_tensor_orig, _deepcopy_orig, _installed
     if _installed:
         return
     _installed = True
@@ -120,3 +169,7 @@ def install():
     base.npu = _storage_npu
     base.is_npu = property(_is_npu_storage)
     torch.serialization.register_package(30, _npu_tag, _npu_deserialize)
+    _rebuild_tensor_orig = torch._utils._rebuild_tensor
+    torch._utils._rebuild_tensor = _rebuild_tensor
+    _deepcopy_orig = torch.Tensor.__deepcopy__
+    torch.Tensor.__deepcopy__ = _tensor_deepcopy

@@ -145,7 +145,7 @@ def test_unary(dev, dtype, fallbacks):
     assert_close(x.cpu(), a.float().relu().to(dtype), *TOL[dtype])
     x = a.to(dev)
     x.exp_()
-    assert_close(x.cpu(), a.exp(), rtol=TOL[dtype][0] * 4, atol=TOL[dtype][1])
+    assert_close(x.cpu(), a.float().exp().to(dtype), rtol=TOL[dtype][0] * 4, atol=TOL[dtype][1])
     no_native_fallback(fallbacks())
 
 
@@ -196,8 +196,10 @@ def test_matmul(dev, dtype, fallbacks):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_sum(dev, dtype, fallbacks):
-    tol = {torch.float32: (1e-5, 1e-5), torch.float16: (2e-3, 2e-3),
-           torch.bfloat16: (2e-2, 2e-2)}[dtype]
+    # Half-precision sums of up to 120 terms: the device and the CPU add in
+    # different orders, so allow a few units in the last place.
+    tol = {torch.float32: (1e-5, 1e-5), torch.float16: (5e-3, 5e-3),
+           torch.bfloat16: (4e-2, 4e-2)}[dtype]
     x = torch.randn(4, 5, 6).to(dtype)
     for fn in [lambda t: t.sum(0), lambda t: t.sum(1), lambda t: t.sum(2),
                lambda t: t.sum(-1, keepdim=True), lambda t: t.sum((0, 2)),

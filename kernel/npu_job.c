@@ -27,6 +27,7 @@
 #include <drm/drm_syncobj.h>
 
 #include "npu_compute.h"
+#include "npu_copy.h"
 #include "npu_drv.h"
 #include "npu_engine.h"
 #include "npu_job.h"
@@ -169,6 +170,11 @@ static int npu_job_execute(struct npu_job *job, u64 deadline, u64 *fault_addr,
 					  fault_addr);
 			break;
 		}
+		case DRM_NPU_PKT_COPY_STRIDED:
+			ret = npu_copy_strided_run(job->vm, (const void *)hdr,
+						   deadline, &job->engine->copy,
+						   fault_addr);
+			break;
 		case DRM_NPU_PKT_FILL: {
 			const struct drm_npu_pkt_fill *f = (const void *)hdr;
 
@@ -218,6 +224,8 @@ static u64 npu_job_first_addr(struct npu_job *job)
 	switch (hdr->opcode) {
 	case DRM_NPU_PKT_COPY:
 		return ((const struct drm_npu_pkt_copy *)hdr)->src;
+	case DRM_NPU_PKT_COPY_STRIDED:
+		return ((const struct drm_npu_pkt_copy_strided *)hdr)->src;
 	case DRM_NPU_PKT_FILL:
 		return ((const struct drm_npu_pkt_fill *)hdr)->dst;
 	case DRM_NPU_PKT_OP:
@@ -380,6 +388,7 @@ static const u32 npu_pkt_sizes[] = {
 	[DRM_NPU_PKT_WRITE_VALUE] = sizeof(struct drm_npu_pkt_write_value),
 	[DRM_NPU_PKT_WAIT_VALUE] = sizeof(struct drm_npu_pkt_wait_value),
 	[DRM_NPU_PKT_OP] = sizeof(struct drm_npu_pkt_op),
+	[DRM_NPU_PKT_COPY_STRIDED] = sizeof(struct drm_npu_pkt_copy_strided),
 };
 
 static bool npu_range_ok(u64 addr, u64 size)
@@ -407,6 +416,8 @@ static int npu_validate_packet(struct drm_device *drm,
 			return -EINVAL;
 		return 0;
 	}
+	case DRM_NPU_PKT_COPY_STRIDED:
+		return npu_copy_strided_validate(drm, (const void *)hdr);
 	case DRM_NPU_PKT_FILL: {
 		const struct drm_npu_pkt_fill *f = (const void *)hdr;
 
@@ -449,6 +460,8 @@ static u64 npu_packet_cost(const struct drm_npu_pkt_header *hdr)
 	switch (hdr->opcode) {
 	case DRM_NPU_PKT_COPY:
 		return ((const struct drm_npu_pkt_copy *)hdr)->size;
+	case DRM_NPU_PKT_COPY_STRIDED:
+		return npu_copy_strided_cost((const void *)hdr);
 	case DRM_NPU_PKT_FILL:
 		return ((const struct drm_npu_pkt_fill *)hdr)->size;
 	case DRM_NPU_PKT_WAIT_VALUE:

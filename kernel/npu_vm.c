@@ -281,6 +281,60 @@ static void npu_copy_in_page(u8 *d, const u8 *s, u8 *d_alias,
 }
 
 /**
+ * npu_vm_copy_locked - copy device to device with @vm->lock held for reading
+ * @vm: the address space.
+ * @stlb: the source's last mapping (NULL to start), kept between calls
+ *        while the lock stays held.
+ * @dtlb: the same for the destination.
+ * @dst: destination device address.
+ * @src: source device address.
+ * @len: bytes; the caller bounds it (the lock is held throughout).
+ * @unit: the copy engine's counters.
+ * @fault_addr: the faulting address on -EFAULT/-EACCES.
+ *
+ * Runs in the fence-signalling path: no allocation.
+ */
+int npu_vm_copy_locked(struct npu_vm *vm, struct npu_mapping **stlb,
+		       struct npu_mapping **dtlb, u64 dst, u64 src, u64 len,
+		       struct npu_copy_unit *unit, u64 *fault_addr)
+{
+	lockdep_assert_held_read(&vm->lock);
+	while (len) {
+		size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(src));
+		struct page *sp, *dp;
+		u8 *s, *d, *sa, *da;
+
+		n = min_t(size_t, n, PAGE_SIZE - offset_in_page(dst));
+		sp = npu_vm_translate(vm, stlb, src, false);
+		if (IS_ERR(sp))
+			return npu_vm_fault(sp, src, fault_addr);
+		dp = npu_vm_translate(vm, dtlb, dst, true);
+		if (IS_ERR(dp))
+			return npu_vm_fault(dp, dst, fault_addr);
+		sa = npu_mapping_alias(*stlb, src);
+		da = npu_mapping_alias(*dtlb, dst);
+		if (sa && da && npu_run_is_clear(da, sa)) {
+			/* Both contiguous in their aliases: one move. */
+			n = npu_run_length(*stlb, src, *dtlb, dst, len);
+			npu_copy_run(da, sa, n);
+			atomic64_add(DIV_ROUND_UP(n, PAGE_SIZE), &unit->aliased);
+		} else {
+			s = kmap_local_page(sp);
+			d = kmap_local_page(dp);
+			npu_copy_in_page(d + offset_in_page(dst),
+					 s + offset_in_page(src), da, sa, n,
+					 unit);
+			kunmap_local(d);
+			kunmap_local(s);
+		}
+		src += n;
+		dst += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/**
  * npu_vm_copy - copy engine: device to device through the MMU
  * @vm: the address space.
  * @dst: destination device address.
@@ -297,52 +351,21 @@ int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 		struct npu_copy_unit *unit, u64 *fault_addr)
 {
 	while (len) {
-		u64 budget = NPU_VM_PAGES_PER_SLICE * PAGE_SIZE;
+		u64 n = min_t(u64, len, NPU_VM_SLICE_BYTES);
 		struct npu_mapping *stlb = NULL, *dtlb = NULL;
+		int ret;
 
 		if (ktime_get_coarse_ns() > deadline_ns)
 			return -ETIMEDOUT;
 		down_read(&vm->lock);
-		while (len && budget) {
-			size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(src));
-			struct page *sp, *dp;
-			u8 *s, *d, *sa, *da;
-
-			n = min_t(size_t, n, PAGE_SIZE - offset_in_page(dst));
-			sp = npu_vm_translate(vm, &stlb, src, false);
-			if (IS_ERR(sp)) {
-				up_read(&vm->lock);
-				return npu_vm_fault(sp, src, fault_addr);
-			}
-			dp = npu_vm_translate(vm, &dtlb, dst, true);
-			if (IS_ERR(dp)) {
-				up_read(&vm->lock);
-				return npu_vm_fault(dp, dst, fault_addr);
-			}
-			sa = npu_mapping_alias(stlb, src);
-			da = npu_mapping_alias(dtlb, dst);
-			if (sa && da && npu_run_is_clear(da, sa)) {
-				/* Both contiguous in their aliases: one move. */
-				n = npu_run_length(stlb, src, dtlb, dst,
-						   min(len, budget));
-				npu_copy_run(da, sa, n);
-				atomic64_add(DIV_ROUND_UP(n, PAGE_SIZE),
-					     &unit->aliased);
-			} else {
-				s = kmap_local_page(sp);
-				d = kmap_local_page(dp);
-				npu_copy_in_page(d + offset_in_page(dst),
-						 s + offset_in_page(src), da, sa,
-						 n, unit);
-				kunmap_local(d);
-				kunmap_local(s);
-			}
-			src += n;
-			dst += n;
-			len -= n;
-			budget -= min_t(u64, budget, n);
-		}
+		ret = npu_vm_copy_locked(vm, &stlb, &dtlb, dst, src, n, unit,
+					 fault_addr);
 		up_read(&vm->lock);
+		if (ret)
+			return ret;
+		src += n;
+		dst += n;
+		len -= n;
 	}
 	return 0;
 }

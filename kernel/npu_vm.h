@@ -69,6 +69,9 @@ struct npu_copy_unit {
 	atomic64_t aliased;
 };
 
+/* Bytes a copy moves between two looks at the clock and turns of vm->lock. */
+#define NPU_VM_SLICE_BYTES	(64 * PAGE_SIZE)
+
 struct npu_vm *npu_vm_create(struct npu_device *ndev);
 void npu_vm_put(struct npu_vm *vm);
 
@@ -84,6 +87,9 @@ int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
 	      bool write, u64 *fault_addr);
 int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 		struct npu_copy_unit *unit, u64 *fault_addr);
+int npu_vm_copy_locked(struct npu_vm *vm, struct npu_mapping **stlb,
+		       struct npu_mapping **dtlb, u64 dst, u64 src, u64 len,
+		       struct npu_copy_unit *unit, u64 *fault_addr);
 int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
 		u64 deadline_ns, u64 *fault_addr);
 

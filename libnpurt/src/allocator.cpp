@@ -49,13 +49,6 @@ size_t roundUp(size_t n, size_t to)
 	return (n + to - 1) / to * to;
 }
 
-std::string hexAddr(uint64_t addr)
-{
-	char buf[24];
-	std::snprintf(buf, sizeof(buf), "0x%" PRIx64, addr);
-	return buf;
-}
-
 // "3.00 GiB", "512 bytes".
 std::string formatBytes(uint64_t n)
 {

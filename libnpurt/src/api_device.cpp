@@ -5,16 +5,8 @@
 #include "runtime.h"
 
 using npurt::Runtime;
-using npurt::setError;
 
-namespace {
-
-npurtError_t nullArgument(const char *api, const char *arg)
-{
-	return setError(npurtErrorInvalidValue, std::string(api) + ": " + arg + " is NULL");
-}
-
-}  // namespace
+using npurt::nullArgument;
 
 extern "C" {
 

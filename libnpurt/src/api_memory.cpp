@@ -10,125 +10,25 @@
 #include <vector>
 
 #include "context.h"
+#include "copy.h"
 #include "error.h"
 #include "npu_drm.h"
 #include "runtime.h"
 #include "stream.h"
 
 using npurt::Context;
+using npurt::hexAddr;
+using npurt::nullArgument;
 using npurt::Runtime;
 using npurt::setError;
 
 namespace {
 
 constexpr uint64_t kPage = 4096;
-// The driver's limit for one VM_ACCESS.
-constexpr uint64_t kAccessChunk = 64ull << 20;
-
-std::string hex(uint64_t v)
-{
-	char buf[24];
-	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-	return buf;
-}
 
 uint64_t addrOf(const void *p)
 {
 	return reinterpret_cast<uint64_t>(p);
-}
-
-npurtError_t nullArgument(const char *api, const char *arg)
-{
-	return setError(npurtErrorInvalidValue, std::string(api) + ": " + arg + " is NULL");
-}
-
-// A device-side range of a copy: which context holds it, and its
-// allocation's bounds.
-struct DeviceSide {
-	Context *ctx = nullptr;
-	uint64_t base = 0;
-	size_t size = 0;
-};
-
-// Resolves p as device memory; false if it is not. An address inside the
-// device window that is not live memory is an error (freed, or bogus).
-npurtError_t resolveDevice(const char *api, const char *what, const void *p, Context *hint,
-                           DeviceSide *out, bool *isDevice)
-{
-	Runtime &rt = Runtime::instance();
-	*isDevice = false;
-	out->ctx = rt.findDeviceMemory(addrOf(p), hint, &out->base, &out->size);
-	if (out->ctx) {
-		*isDevice = true;
-		return npurtSuccess;
-	}
-	if (rt.deviceOfAddress(addrOf(p)) >= 0)
-		return setError(npurtErrorInvalidValue,
-		                std::string(api) + ": " + what + " " + hex(addrOf(p)) +
-		                        " is a device address but not live device memory "
-		                        "(freed, or never allocated)");
-	return npurtSuccess;
-}
-
-npurtError_t checkBounds(const char *api, const char *what, const void *p, size_t count,
-                         const DeviceSide &d)
-{
-	uint64_t off = addrOf(p) - d.base;
-	if (count <= d.size && off <= d.size - count)
-		return npurtSuccess;
-	return setError(npurtErrorInvalidValue,
-	                std::string(api) + ": " + std::to_string(count) + " bytes at " + what +
-	                        " " + hex(addrOf(p)) + " overrun its allocation of " +
-	                        std::to_string(d.size) + " bytes at " + hex(d.base));
-}
-
-// One VM_ACCESS, chunked to the driver's limit.
-npurtError_t vmAccess(const char *api, Context *ctx, uint64_t devAddr, void *host, size_t count,
-                      bool write)
-{
-	while (count) {
-		size_t n = std::min<uint64_t>(count, kAccessChunk);
-		drm_npu_vm_access a{};
-		a.addr = devAddr;
-		a.size = n;
-		a.user_ptr = addrOf(host);
-		a.flags = write ? DRM_NPU_VM_ACCESS_WRITE : 0;
-		int ret = ctx->node().ioctl(DRM_IOCTL_NPU_VM_ACCESS, &a);
-		if (ret == -ENXIO || ret == -EACCES)
-			return setError(npurtErrorDeviceFault,
-			                std::string(api) + ": device fault at " +
-			                        hex(a.fault_addr) +
-			                        (ret == -EACCES ? " (write to read-only memory)"
-			                                        : " (unmapped)"));
-		if (ret == -EFAULT)
-			return setError(npurtErrorInvalidValue,
-			                std::string(api) + ": the host buffer at " +
-			                        hex(addrOf(host)) + " is not accessible");
-		if (ret)
-			return setError(
-			        npurt::errorFromErrno(ret),
-			        npurt::osMessage(std::string(api) + ": device access", ret));
-		devAddr += n;
-		host = static_cast<char *>(host) + n;
-		count -= n;
-	}
-	return npurtSuccess;
-}
-
-const char *kindName(npurtMemcpyKind k)
-{
-	switch (k) {
-	case npurtMemcpyHostToHost:
-		return "npurtMemcpyHostToHost";
-	case npurtMemcpyHostToDevice:
-		return "npurtMemcpyHostToDevice";
-	case npurtMemcpyDeviceToHost:
-		return "npurtMemcpyDeviceToHost";
-	case npurtMemcpyDeviceToDevice:
-		return "npurtMemcpyDeviceToDevice";
-	default:
-		return "npurtMemcpyDefault";
-	}
 }
 
 npurtError_t current(Context **ctx, const char *api)
@@ -136,355 +36,24 @@ npurtError_t current(Context **ctx, const char *api)
 	return Runtime::instance().currentContext(ctx, api);
 }
 
-// Where a copy operand lives, from the stream's point of view.
-enum class Side { Device, Direct, Pageable };
-
-struct Operand {
-	Side side = Side::Pageable;
-	DeviceSide dev;
-};
-
-npurtError_t classify(const char *api, const char *what, const void *p, npurt::Stream *s,
-                      Operand *out)
+npurtError_t copy2D(const char *api, void *dst, size_t dpitch, const void *src, size_t spitch,
+                    size_t width, size_t height, npurtMemcpyKind kind, npurtStream_t stream,
+                    bool sync, void *ra)
 {
-	bool isDevice = false;
-	if (npurtError_t err = resolveDevice(api, what, p, &s->ctx(), &out->dev, &isDevice))
-		return err;
-	if (isDevice) {
-		out->side = Side::Device;
-		return npurtSuccess;
-	}
-	uint64_t base = 0;
-	Runtime::HostRange r{};
-	// Pinned or registered memory mapped in the stream's context is read
-	// and written by the copy engine at its host address.
-	if (Runtime::instance().findHostRange(addrOf(p), &base, &r) && r.ctx == &s->ctx())
-		out->side = Side::Direct;
-	else
-		out->side = Side::Pageable;
-	return npurtSuccess;
-}
-
-npurt::TaskInfo task(const char *api, const char *label, int op, uint64_t bytes,
-                     const npurt::CallSite &site)
-{
-	npurt::TaskInfo t;
-	t.api = api;
-	t.label = label;
-	t.op = op;
-	t.bytes = bytes;
-	t.site = site;
-	return t;
-}
-
-// callerWaits: the caller waits for the copy right after (see Stream::submit).
-npurtError_t submitCopy(npurt::Stream *s, uint64_t dst, uint64_t src, uint64_t n, const char *api,
-                        const char *label, const npurt::CallSite &site, bool callerWaits = false)
-{
-	drm_npu_pkt_copy c{};
-	c.hdr = {DRM_NPU_PKT_COPY, sizeof(c)};
-	c.src = src;
-	c.dst = dst;
-	c.size = n;
-	return s->submit(DRM_NPU_ENGINE_COPY, &c, sizeof(c), task(api, label, -1, n, site),
-	                 callerWaits);
-}
-
-// Pageable copies of at least this size pin the host range for the copy
-// and the engine moves the bytes directly: one pass over them instead of
-// the CPU's memcpy into a staging buffer plus the engine's.
-constexpr size_t kZeroCopyMin = 1u << 20;
-
-// A pageable copy through a pin of its host range (Context::pinHost, which
-// reuses the pin of an earlier copy of the range while the range has not
-// changed), waited for before the pin is given back. False if the range cannot be pinned
-// (or the copy would be deferred behind a host function): the caller
-// stages it instead. Else *err is the copy's result.
-bool zeroCopy(npurt::Stream *s, uint64_t devAddr, void *host, size_t count, bool toDevice,
-              const char *api, const npurt::CallSite &site, npurtError_t *err)
-{
-	if (count < kZeroCopyMin || s->busy())
-		return false;
-	Context &c = s->ctx();
-	Context::HostPin pin;
-	if (!c.pinHost(host, count, toDevice, &pin))
-		return false;
-	uint64_t h = pin.deviceAddr(host);
-	*err = submitCopy(s, toDevice ? devAddr : h, toDevice ? h : devAddr, count, api,
-	                  toDevice ? "copy host (pageable, direct) -> device"
-	                           : "copy device -> host (pageable, direct)",
-	                  site, true);
-	// The engine must be done with the pages before they are unpinned;
-	// synchronize also waits for the copy should it have been deferred
-	// behind a host function another thread enqueued meanwhile.
-	if (!*err)
-		*err = s->synchronize(-1, api);
-	c.unpinHost(pin);
-	return true;
-}
-
-// The chunk a pageable copy of count bytes moves through a staging buffer
-// of bufSize bytes: the whole copy if it fits (copies in a row overlap
-// through the buffers taken in turn), else half a buffer, so that the
-// CPU's memcpy of one chunk overlaps the engine's of another. Smaller
-// chunks lose more to each job's submission and wakeups than they gain.
-size_t stagingChunk(size_t count, size_t bufSize)
-{
-	return count <= bufSize ? count : bufSize / 2;
-}
-
-// memcpy in 8 KiB pieces, for the staging copies. glibc moves blocks from
-// about 16 KiB up to its non-temporal threshold with `rep movsb`, which an
-// emulated CPU (QEMU TCG, where the tests and benchmarks run) executes a
-// byte at a time: 0.47 GB/s there against 3.3 GB/s for its vector loop.
-// Natively the pieces cost nothing measurable.
-void stagingCopy(void *dst, const void *src, size_t n)
-{
-	constexpr size_t kPiece = 8u << 10;
-	auto *d = static_cast<char *>(dst);
-	const auto *s = static_cast<const char *>(src);
-	for (size_t off = 0; off < n; off += kPiece)
-		std::memcpy(d + off, s + off, std::min(kPiece, n - off));
-}
-
-// Pageable host to device: the CPU fills one pinned staging buffer while
-// the copy engine drains those filled before (Stream::Staging).
-// sync: the caller waits for the copy (npurtMemcpy).
-npurtError_t stageIn(npurt::Stream *s, uint64_t dst, const void *src, size_t count, const char *api,
-                     const npurt::CallSite &site, bool sync)
-{
-	// Behind a host function: keep a copy of the source (it may be reused
-	// once this returns) and stage it when the stream gets there.
-	if (!npurt::Stream::onWorker() && s->busy()) {
-		auto copy = std::make_shared<std::vector<char>>(
-		        static_cast<const char *>(src), static_cast<const char *>(src) + count);
-		if (s->deferIfBusy([s, dst, copy, count, api, where = site] {
-			    if (stageIn(s, dst, copy->data(), count, api, where, false))
-				    npurtGetLastError();
-		    }))
-			return npurtSuccess;
-	}
-	auto lock = s->stagingLock();
-	npurt::Stream::Staging *st = nullptr;
-	if (npurtError_t err = s->staging(&st, api))
-		return err;
-	for (size_t off = 0; off < count; st->advance()) {
-		int i = st->next;
-		size_t n = std::min(count - off, stagingChunk(count, st->buf[i].size));
-		if (npurt::waitPoint(st->use[i], INT64_MAX))
-			return setError(npurtErrorOperatingSystem,
-			                std::string(api) + ": staging wait failed");
-		stagingCopy(st->buf[i].ptr, static_cast<const char *>(src) + off, n);
-		// The last chunk of a synchronous copy is waited for at once.
-		if (npurtError_t err = submitCopy(s, dst + off, addrOf(st->buf[i].ptr), n, api,
-		                                  "copy host (pageable) -> device", site,
-		                                  sync && off + n == count))
-			return err;
-		st->use[i] = s->tail();
-		off += n;
-	}
-	return npurtSuccess;
-}
-
-// Device to pageable host: the engine fills one buffer while the CPU
-// empties the other; returns when the data has arrived.
-npurtError_t stageOut(npurt::Stream *s, void *dst, uint64_t src, size_t count, const char *api,
-                      const npurt::CallSite &site)
-{
-	// The staging buffers are reused as soon as the engine is done with
-	// them, which a copy deferred behind a host function would not be.
-	if (npurtError_t err = s->drainHostWork(api))
-		return err;
-	auto lock = s->stagingLock();
-	npurt::Stream::Staging *st = nullptr;
-	if (npurtError_t err = s->staging(&st, api))
-		return err;
-	npurt::PinnedBuffer *bufs = st->buf;
-	npurt::Point *use = st->use;
-	struct Pending {
-		size_t off = 0, n = 0;
-		int buf = -1;
-	} prev;
-	auto drain = [&](const Pending &p) -> npurtError_t {
-		if (p.buf < 0)
-			return npurtSuccess;
-		if (npurt::waitPoint(use[p.buf], INT64_MAX))
-			return setError(npurtErrorOperatingSystem,
-			                std::string(api) + ": staging wait failed");
-		if (npurtError_t err = s->checkFailureLocked(api))
-			return err;
-		stagingCopy(static_cast<char *>(dst) + p.off, bufs[p.buf].ptr, p.n);
-		return npurtSuccess;
-	};
-	for (size_t off = 0; off < count; st->advance()) {
-		int i = st->next;
-		size_t n = std::min(count - off, stagingChunk(count, bufs[i].size));
-		if (npurt::waitPoint(use[i], INT64_MAX))
-			return setError(npurtErrorOperatingSystem,
-			                std::string(api) + ": staging wait failed");
-		// A copy in one chunk is waited for at once: the driver may run it
-		// in this thread.
-		if (npurtError_t err =
-		            submitCopy(s, addrOf(bufs[i].ptr), src + off, n, api,
-		                       "copy device -> host (pageable)", site, n == count))
-			return err;
-		use[i] = s->tail();
-		if (npurtError_t err = drain(prev))
-			return err;
-		prev = {off, n, i};
-		off += n;
-	}
-	return drain(prev);
-}
-
-npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npurtMemcpyKind kind,
-                  npurtStream_t stream, bool sync, void *ra)
-{
-	npurt::CallSite site = npurt::takeCallSite(ra);
-	if (!count)
-		return npurtSuccess;
-	if (!dst || !src)
-		return nullArgument(api, !dst ? "dst" : "src");
-	if (kind < npurtMemcpyHostToHost || kind > npurtMemcpyDefault)
+	if (width > dpitch || width > spitch)
 		return setError(npurtErrorInvalidValue,
-		                std::string(api) + ": unknown kind " + std::to_string(kind));
-	npurt::Stream *s = nullptr;
-	if (npurtError_t err = npurt::resolveStream(stream, &s, api))
-		return err;
-	Operand d, o;
-	if (npurtError_t err = classify(api, "dst", dst, s, &d))
-		return err;
-	if (npurtError_t err = classify(api, "src", src, s, &o))
-		return err;
-	bool dstDev = d.side == Side::Device, srcDev = o.side == Side::Device;
-	if (kind != npurtMemcpyDefault) {
-		bool wantDst = kind == npurtMemcpyHostToDevice || kind == npurtMemcpyDeviceToDevice;
-		bool wantSrc = kind == npurtMemcpyDeviceToHost || kind == npurtMemcpyDeviceToDevice;
-		if (wantDst != dstDev || wantSrc != srcDev)
-			return setError(npurtErrorInvalidValue,
-			                std::string(api) + ": " + kindName(kind) + " but dst " +
-			                        hex(addrOf(dst)) + " is " +
-			                        (dstDev ? "device" : "host") + " memory and src " +
-			                        hex(addrOf(src)) + " is " +
-			                        (srcDev ? "device" : "host") + " memory");
-	}
-	if (dstDev)
-		if (npurtError_t err = checkBounds(api, "dst", dst, count, d.dev))
-			return err;
-	if (srcDev)
-		if (npurtError_t err = checkBounds(api, "src", src, count, o.dev))
-			return err;
-
-	Context *sc = &s->ctx();
-	bool dstHere = d.side == Side::Direct || (dstDev && d.dev.ctx == sc);
-	bool srcHere = o.side == Side::Direct || (srcDev && o.dev.ctx == sc);
-	npurtError_t err = npurtSuccess;
-	if (!dstDev && !srcDev && !(dstHere && srcHere)) {
-		// Host to host, in stream order.
-		if ((err = s->synchronize(-1, api)))
-			return err;
-		std::memmove(dst, src, count);
-		return npurtSuccess;
-	}
-	if (dstHere && srcHere) {
-		static const char *const labels[2][2] = {
-		        {"copy host (pinned) -> host (pinned)", "copy host (pinned) -> device"},
-		        {"copy device -> host (pinned)", "copy device -> device"}};
-		// The engine refuses overlapping ranges (the result would depend
-		// on the order it moves bytes in).
-		if (addrOf(src) < addrOf(dst) + count && addrOf(dst) < addrOf(src) + count)
-			return setError(
-			        npurtErrorInvalidValue,
-			        std::string(api) + ": the source and destination ranges of " +
-			                std::to_string(count) + " bytes at " + hex(addrOf(src)) +
-			                " and " + hex(addrOf(dst)) + " overlap");
-		err = submitCopy(s, addrOf(dst), addrOf(src), count, api, labels[srcDev][dstDev],
-		                 site, sync);
-	} else if (dstDev && d.dev.ctx == sc && o.side == Side::Pageable) {
-		// An asynchronous copy behind queued work is staged, so that the
-		// call returns without waiting for that work.
-		if (!((sync || s->idle()) && zeroCopy(s, addrOf(dst), const_cast<void *>(src),
-		                                      count, true, api, site, &err)))
-			err = stageIn(s, addrOf(dst), src, count, api, site, sync);
-	} else if (srcDev && o.dev.ctx == sc && d.side == Side::Pageable) {
-		if (zeroCopy(s, addrOf(src), dst, count, false, api, site, &err))
-			return err;
-		return stageOut(s, dst, addrOf(src), count, api, site);
-	} else {
-		// Memory of another context or NPU: in host order, through the
-		// driver's MMU path, after the stream's earlier work.
-		if ((err = s->synchronize(-1, api)))
-			return err;
-		if (!srcDev)
-			return vmAccess(api, d.dev.ctx, addrOf(dst), const_cast<void *>(src), count,
-			                true);
-		if (!dstDev)
-			return vmAccess(api, o.dev.ctx, addrOf(src), dst, count, false);
-		std::vector<char> bounce(std::min<size_t>(count, 4u << 20));
-		for (size_t done = 0; done < count;) {
-			size_t n = std::min(bounce.size(), count - done);
-			if ((err = vmAccess(api, o.dev.ctx, addrOf(src) + done, bounce.data(), n,
-			                    false)))
-				return err;
-			if ((err = vmAccess(api, d.dev.ctx, addrOf(dst) + done, bounce.data(), n,
-			                    true)))
-				return err;
-			done += n;
-		}
-		return npurtSuccess;
-	}
-	if (!err && sync)
-		err = s->synchronize(-1, api);
-	return err;
-}
-
-npurtError_t fill(const char *api, void *devPtr, int value, size_t count, npurtStream_t stream,
-                  bool sync, void *ra)
-{
-	npurt::CallSite site = npurt::takeCallSite(ra);
-	if (!count)
-		return npurtSuccess;
-	if (!devPtr)
-		return nullArgument(api, "devPtr");
-	npurt::Stream *s = nullptr;
-	if (npurtError_t err = npurt::resolveStream(stream, &s, api))
-		return err;
-	Operand d;
-	if (npurtError_t err = classify(api, "devPtr", devPtr, s, &d))
-		return err;
-	if (d.side != Side::Device)
-		return setError(npurtErrorInvalidValue, std::string(api) + ": " +
-		                                                hex(addrOf(devPtr)) +
-		                                                " is not device memory");
-	if (npurtError_t err = checkBounds(api, "devPtr", devPtr, count, d.dev))
-		return err;
-	npurtError_t err;
-	if (d.dev.ctx != &s->ctx()) {
-		if ((err = s->synchronize(-1, api)))
-			return err;
-		std::vector<unsigned char> pattern(std::min<size_t>(count, 4u << 20),
-		                                   static_cast<unsigned char>(value));
-		for (size_t done = 0; done < count;) {
-			size_t n = std::min(pattern.size(), count - done);
-			if ((err = vmAccess(api, d.dev.ctx, addrOf(devPtr) + done, pattern.data(),
-			                    n, true)))
-				return err;
-			done += n;
-		}
-		return npurtSuccess;
-	}
-	drm_npu_pkt_fill f{};
-	f.hdr = {DRM_NPU_PKT_FILL, sizeof(f)};
-	f.dst = addrOf(devPtr);
-	f.size = count;
-	f.value = static_cast<unsigned char>(value);
-	f.width = 1;
-	npurt::TaskInfo t = task(api, "fill", -2, count, site);
-	t.value = f.value;
-	err = s->submit(DRM_NPU_ENGINE_COPY, &f, sizeof(f), t, sync);
-	if (!err && sync)
-		err = s->synchronize(-1, api);
-	return err;
+		                std::string(api) + ": width " + std::to_string(width) +
+		                        " is larger than dpitch " + std::to_string(dpitch) +
+		                        " or spitch " + std::to_string(spitch));
+	const size_t sizes[2] = {height, width}, dstStrides[2] = {dpitch, 1},
+	             srcStrides[2] = {spitch, 1};
+	npurt::StridedView v;
+	v.ndim = 2;
+	v.elemSize = 1;
+	v.sizes = sizes;
+	v.dstStrides = dstStrides;
+	v.srcStrides = srcStrides;
+	return npurt::planCopyStrided(api, dst, src, v, kind, stream, sync, ra);
 }
 
 }  // namespace
@@ -498,7 +67,7 @@ npurtError_t npurtCtxCreate(npurtContext_t *ctx, unsigned int flags, int device)
 			return nullArgument("npurtCtxCreate", "ctx");
 		if (flags)
 			return setError(npurtErrorInvalidValue,
-			                "npurtCtxCreate: flags must be 0, not " + hex(flags));
+			                "npurtCtxCreate: flags must be 0, not " + hexAddr(flags));
 		Runtime &rt = Runtime::instance();
 		if (npurtError_t err = rt.start())
 			return err;
@@ -614,7 +183,7 @@ npurtError_t npurtFree(void *devPtr)
 		if (!owner)
 			return setError(
 			        npurtErrorInvalidValue,
-			        "npurtFree: " + hex(addrOf(devPtr)) +
+			        "npurtFree: " + hexAddr(addrOf(devPtr)) +
 			                " is not device memory from npurtMalloc (freed already, "
 			                "host memory, or a bad pointer)");
 		uint64_t b2 = 0;
@@ -622,7 +191,7 @@ npurtError_t npurtFree(void *devPtr)
 		if (!owner->pool().lookup(addrOf(devPtr), &b2, &s2))
 			return setError(
 			        npurtErrorInvalidValue,
-			        "npurtFree: " + hex(addrOf(devPtr)) +
+			        "npurtFree: " + hexAddr(addrOf(devPtr)) +
 			                " was opened with npurtIpcOpenMemHandle; close it with "
 			                "npurtIpcCloseMemHandle");
 		return owner->pool().deallocate(addrOf(devPtr));
@@ -778,7 +347,7 @@ npurtError_t npurtFreeHost(void *ptr)
 		if (!rt.takeHostRange(addrOf(ptr), true, &base, &r))
 			return setError(
 			        npurtErrorInvalidValue,
-			        "npurtFreeHost: " + hex(addrOf(ptr)) +
+			        "npurtFreeHost: " + hexAddr(addrOf(ptr)) +
 			                " is not memory from npurtMallocHost (freed already?)");
 		r.ctx->unbind(base, r.size);
 		r.ctx->node().munmap(ptr, r.size);
@@ -798,7 +367,7 @@ npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags)
 			return setError(npurtErrorInvalidValue, "npurtHostRegister: size is 0");
 		if (flags & ~static_cast<unsigned int>(npurtHostRegisterReadOnly))
 			return setError(npurtErrorInvalidValue,
-			                "npurtHostRegister: unknown flags " + hex(flags));
+			                "npurtHostRegister: unknown flags " + hexAddr(flags));
 		uint64_t start = addrOf(ptr) & ~(kPage - 1);
 		uint64_t end = addrOf(ptr) + size;
 		if (end < addrOf(ptr) || end > UINT64_MAX - kPage)
@@ -813,12 +382,13 @@ npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags)
 		Runtime::HostRange other{};
 		if (rt.findHostRange(start, &ob, &other) || rt.findHostRange(end - 1, &ob, &other))
 			return setError(npurtErrorHostMemoryAlreadyRegistered,
-			                "npurtHostRegister: " + hex(start) + "-" + hex(end) +
+			                "npurtHostRegister: " + hexAddr(start) + "-" +
+			                        hexAddr(end) +
 			                        " overlaps the registered or pinned range at " +
-			                        hex(ob));
+			                        hexAddr(ob));
 		if (rt.deviceOfAddress(start) >= 0)
 			return setError(npurtErrorInvalidValue,
-			                "npurtHostRegister: " + hex(addrOf(ptr)) +
+			                "npurtHostRegister: " + hexAddr(addrOf(ptr)) +
 			                        " is device memory");
 		bool readonly = flags & npurtHostRegisterReadOnly;
 		uint32_t handle = 0;
@@ -832,7 +402,7 @@ npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags)
 		if (ret == -EFAULT)
 			return setError(
 			        npurtErrorInvalidValue,
-			        "npurtHostRegister: " + hex(start) + "-" + hex(end) +
+			        "npurtHostRegister: " + hexAddr(start) + "-" + hexAddr(end) +
 			                " is not entirely mapped" +
 			                (readonly ? ""
 			                          : " writable (use npurtHostRegisterReadOnly "
@@ -847,7 +417,8 @@ npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags)
 				c->unbind(start, end - start);
 			c->closeBo(handle);
 			return setError(npurtErrorHostMemoryAlreadyRegistered,
-			                "npurtHostRegister: " + hex(start) + "-" + hex(end) +
+			                "npurtHostRegister: " + hexAddr(start) + "-" +
+			                        hexAddr(end) +
 			                        " overlaps a registered or pinned range");
 		}
 		return npurtSuccess;
@@ -868,7 +439,7 @@ npurtError_t npurtHostUnregister(void *ptr)
 		Runtime::HostRange r{};
 		if (!rt.takeHostRange(addrOf(ptr), false, &base, &r))
 			return setError(npurtErrorHostMemoryNotRegistered,
-			                "npurtHostUnregister: " + hex(addrOf(ptr)) +
+			                "npurtHostUnregister: " + hexAddr(addrOf(ptr)) +
 			                        " is not a pointer given to npurtHostRegister");
 		r.ctx->unbind(base, r.size);
 		r.ctx->closeBo(r.handle);
@@ -888,10 +459,10 @@ npurtError_t npurtPointerGetAttributes(npurtPointerAttributes *attr, const void 
 			return err;
 		*attr = npurtPointerAttributes{};
 		attr->device = -1;
-		DeviceSide d;
+		npurt::DeviceSide d;
 		bool isDevice = false;
-		if (npurtError_t err = resolveDevice("npurtPointerGetAttributes", "pointer", ptr, c,
-		                                     &d, &isDevice))
+		if (npurtError_t err = npurt::resolveDevice("npurtPointerGetAttributes", "pointer",
+		                                            ptr, c, &d, &isDevice))
 			return err;
 		if (isDevice) {
 			attr->type = npurtMemoryTypeDevice;
@@ -921,7 +492,8 @@ npurtError_t npurtMemcpyAsync(void *dst, const void *src, size_t count, npurtMem
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return copy("npurtMemcpyAsync", dst, src, count, kind, stream, false, ra);
+		return npurt::planCopy("npurtMemcpyAsync", dst, src, count, kind, stream, false,
+		                       ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemcpyAsync");
 	}
@@ -931,9 +503,53 @@ npurtError_t npurtMemcpy(void *dst, const void *src, size_t count, npurtMemcpyKi
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return copy("npurtMemcpy", dst, src, count, kind, nullptr, true, ra);
+		return npurt::planCopy("npurtMemcpy", dst, src, count, kind, nullptr, true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemcpy");
+	}
+}
+
+npurtError_t npurtMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                size_t width, size_t height, npurtMemcpyKind kind,
+                                npurtStream_t stream)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return copy2D("npurtMemcpy2DAsync", dst, dpitch, src, spitch, width, height, kind,
+		              stream, false, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpy2DAsync");
+	}
+}
+
+npurtError_t npurtMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t height, npurtMemcpyKind kind)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return copy2D("npurtMemcpy2D", dst, dpitch, src, spitch, width, height, kind,
+		              nullptr, true, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpy2D");
+	}
+}
+
+npurtError_t npurtMemcpyStridedAsync(void *dst, const size_t *dstStrides, const void *src,
+                                     const size_t *srcStrides, const size_t *sizes, int ndim,
+                                     size_t elemSize, npurtMemcpyKind kind, npurtStream_t stream)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		npurt::StridedView v;
+		v.ndim = ndim;
+		v.elemSize = elemSize;
+		v.sizes = sizes;
+		v.dstStrides = dstStrides;
+		v.srcStrides = srcStrides;
+		return npurt::planCopyStrided("npurtMemcpyStridedAsync", dst, src, v, kind, stream,
+		                              false, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpyStridedAsync");
 	}
 }
 
@@ -941,7 +557,7 @@ npurtError_t npurtMemsetAsync(void *devPtr, int value, size_t count, npurtStream
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return fill("npurtMemsetAsync", devPtr, value, count, stream, false, ra);
+		return npurt::planFill("npurtMemsetAsync", devPtr, value, count, stream, false, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemsetAsync");
 	}
@@ -951,7 +567,7 @@ npurtError_t npurtMemset(void *devPtr, int value, size_t count)
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return fill("npurtMemset", devPtr, value, count, nullptr, true, ra);
+		return npurt::planFill("npurtMemset", devPtr, value, count, nullptr, true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemset");
 	}
@@ -974,7 +590,7 @@ npurtError_t npurtIpcGetMemHandle(npurtIpcMemHandle_t *handle, void *devPtr)
 		uint32_t bo = 0;
 		if (!owner || !owner->findSegment(addrOf(devPtr), &segBase, &segSize, &bo))
 			return setError(npurtErrorInvalidValue,
-			                std::string(api) + ": " + hex(addrOf(devPtr)) +
+			                std::string(api) + ": " + hexAddr(addrOf(devPtr)) +
 			                        " is not live memory from npurtMalloc");
 		drm_prime_handle p{};
 		p.handle = bo;
@@ -1004,7 +620,7 @@ npurtError_t npurtIpcOpenMemHandle(void **devPtr, npurtIpcMemHandle_t handle, un
 		// 1 is CUDA's cudaIpcMemLazyEnablePeerAccess: accepted, nothing to do.
 		if (flags & ~1u)
 			return setError(npurtErrorInvalidValue,
-			                std::string(api) + ": unknown flags " + hex(flags));
+			                std::string(api) + ": unknown flags " + hexAddr(flags));
 		Context *c = nullptr;
 		if (npurtError_t err = current(&c, api))
 			return err;

@@ -1,6 +1,7 @@
 #include "error.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -120,6 +121,18 @@ npurtError_t errorFromException(const char *api)
 std::string osMessage(const std::string &what, int err)
 {
 	return what + ": " + std::strerror(err < 0 ? -err : err);
+}
+
+npurtError_t nullArgument(const char *api, const char *arg)
+{
+	return setError(npurtErrorInvalidValue, std::string(api) + ": " + arg + " is NULL");
+}
+
+std::string hexAddr(uint64_t addr)
+{
+	char buf[24];
+	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(addr));
+	return buf;
 }
 
 }  // namespace npurt

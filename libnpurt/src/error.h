@@ -2,6 +2,7 @@
 // the calling thread's last error, with a message naming the cause.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "npurt/npurt.h"
@@ -22,5 +23,11 @@ npurtError_t errorFromException(const char *api);
 
 // Returns "what: strerror(err)" for OS failures.
 std::string osMessage(const std::string &what, int err);
+
+// npurtErrorInvalidValue with "api: arg is NULL".
+npurtError_t nullArgument(const char *api, const char *arg);
+
+// "0x1f000", for addresses in messages.
+std::string hexAddr(uint64_t addr);
 
 }  // namespace npurt

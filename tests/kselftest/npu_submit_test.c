@@ -757,6 +757,116 @@ TEST_F(submit, copy_shapes)
 	}
 }
 
+/* ---- strided copies -------------------------------------------------- */
+
+struct strided_case {
+	__u32 ndim, elem;
+	__u64 sizes[DRM_NPU_COPY_MAX_DIMS];
+	__u64 src_strides[DRM_NPU_COPY_MAX_DIMS];
+	__u64 dst_strides[DRM_NPU_COPY_MAX_DIMS];
+	__u64 src_off;
+	const char *what;
+};
+
+/* The copy on the CPU, in the engine's (row-major) order. */
+static void strided_on_cpu(const struct strided_case *c, unsigned char *dst,
+			   const unsigned char *src)
+{
+	__u64 idx[DRM_NPU_COPY_MAX_DIMS] = { 0 };
+	__u64 so, d_o;
+	int d;
+
+	for (;;) {
+		so = 0;
+		d_o = 0;
+		for (d = 0; d < (int)c->ndim; d++) {
+			so += idx[d] * c->src_strides[d];
+			d_o += idx[d] * c->dst_strides[d];
+		}
+		memcpy(dst + d_o, src + so, c->elem);
+		for (d = c->ndim - 1; d >= 0; d--) {
+			if (++idx[d] < c->sizes[d])
+				break;
+			idx[d] = 0;
+		}
+		if (d < 0)
+			return;
+	}
+}
+
+/*
+ * Views as frameworks make them (transposes, permutes with dense rows,
+ * broadcasts, element sizes 1 to 16, odd ones included, runs across
+ * pages, runs longer than a slice and more runs than one slice holds,
+ * all six dimensions), on a copy queue and on a compute queue: each
+ * destination window equals the CPU's result, bytes between elements
+ * included (they keep the poison).
+ */
+TEST_F(submit, copy_strided_views)
+{
+	static const struct strided_case cases[] = {
+		{ 2, 4, { 48, 64 }, { 4, 48 * 4 }, { 64 * 4, 4 }, 0,
+		  "transpose of a 64x48 f32 matrix" },
+		{ 3, 8, { 5, 7, 9 }, { 72, 360, 8 }, { 504, 72, 8 }, 8,
+		  "permute (1, 0, 2) of 8-byte elements" },
+		{ 2, 2, { 33, 100 }, { 0, 2 }, { 200, 2 }, 6,
+		  "broadcast of a row" },
+		{ 2, 1, { 300, 17 }, { 1, 300 }, { 17, 1 }, 4093,
+		  "byte transpose across pages" },
+		{ 1, 3, { 1000 }, { 5 }, { 3 }, 1, "3-byte elements" },
+		{ 3, 16, { 4, 4, 4 }, { 1024, 16, 256 }, { 256, 64, 16 }, 16,
+		  "16-byte elements" },
+		{ 2, 1, { 2, 300000 }, { 300007, 1 }, { 300000, 1 }, 3,
+		  "rows longer than a slice" },
+		{ 2, 4, { 100, 100 }, { 4, 400 }, { 400, 4 }, 0,
+		  "more runs than a slice" },
+		{ 6, 4, { 2, 2, 2, 2, 2, 3 }, { 4, 8, 16, 32, 64, 128 },
+		  { 384, 192, 96, 48, 24, 4 }, 12, "six dimensions" },
+	};
+	const __u64 window = MIB;
+	struct drm_npu_queue_create cq;
+	unsigned char *want;
+	__u64 cmds[4096 / 8];
+	struct npu_cmdbuf cb;
+	unsigned int i, pass;
+
+	if (no_device(self->fd))
+		return;
+	want = malloc(window);
+	ASSERT_NE(NULL, want);
+	ASSERT_EQ(0, npu_queue_create(self->fd, DRM_NPU_ENGINE_COMPUTE,
+				      DRM_NPU_PRIORITY_NORMAL, &cq));
+	npu_fill_pattern(cpu(self, 0, 0), 4 * MIB, 7);
+	for (pass = 0; pass < 2; pass++) {
+		const struct drm_npu_queue_create *q = pass ? &cq : &self->q;
+		const char *kind = pass ? "compute" : "copy";
+
+		memset(cpu(self, 1, 0), POISON, ARRAY_SIZE(cases) * window);
+		npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+		for (i = 0; i < ARRAY_SIZE(cases); i++)
+			npu_emit_copy_strided(&cb,
+					      dva(self, 0, cases[i].src_off),
+					      dva(self, 1, i * window),
+					      cases[i].ndim, cases[i].elem,
+					      cases[i].sizes,
+					      cases[i].src_strides,
+					      cases[i].dst_strides);
+		ASSERT_FALSE(cb.overflow);
+		ASSERT_EQ(0, run_cmds(self->fd, q, &cb, self->wait_ms, NULL));
+		EXPECT_EQ(0, queue_error(self->fd, q->queue_id));
+		for (i = 0; i < ARRAY_SIZE(cases); i++) {
+			memset(want, POISON, window);
+			strided_on_cpu(&cases[i], want,
+				       cpu(self, 0, cases[i].src_off));
+			EXPECT_EQ(0, memcmp(want, cpu(self, 1, i * window),
+					    window))
+				TH_LOG("%s (%s queue)", cases[i].what, kind);
+		}
+	}
+	npu_queue_destroy(self->fd, cq.queue_id);
+	free(want);
+}
+
 /*
  * Multi-MiB copies between two BOs, and copies whose source or
  * destination runs across two BOs mapped back to back.
@@ -1167,9 +1277,9 @@ TEST_F(submit, reject_bad_headers)
 	h->size = 4;
 	expect_rejected(_metadata, self, cmds, 8, -EINVAL, "NOP size 4");
 
-	h->opcode = DRM_NPU_PKT_OP + 1;
+	h->opcode = DRM_NPU_PKT_COPY_STRIDED + 1;
 	h->size = 8;
-	expect_rejected(_metadata, self, cmds, 8, -EINVAL, "opcode 7");
+	expect_rejected(_metadata, self, cmds, 8, -EINVAL, "opcode 8");
 	h->opcode = 0xffffffff;
 	expect_rejected(_metadata, self, cmds, 8, -EINVAL, "opcode ~0");
 	h->opcode = 0x100;
@@ -1226,6 +1336,9 @@ TEST_F(submit, reject_bad_headers)
 	h->opcode = DRM_NPU_PKT_OP;
 	h->size = 64;
 	expect_rejected(_metadata, self, cmds, 64, -EINVAL, "OP size 64");
+	h->opcode = DRM_NPU_PKT_COPY_STRIDED;
+	expect_rejected(_metadata, self, cmds, 64, -EINVAL,
+			"COPY_STRIDED size 64");
 }
 
 static struct drm_npu_pkt_fill make_fill(__u64 dst, __u64 size, __u32 value,
@@ -1314,6 +1427,73 @@ TEST_F(submit, reject_bad_copy)
 	/* Adjacent ranges do not overlap. */
 	ok = make_copy(a, a + 16, 16);
 	expect_rejected(_metadata, self, &ok, sizeof(ok), 0, "adjacent");
+}
+
+static struct drm_npu_pkt_copy_strided make_strided(__u64 src, __u64 dst,
+						    __u32 ndim, __u32 elem,
+						    __u64 size, __u64 stride)
+{
+	struct drm_npu_pkt_copy_strided c = {
+		.hdr = { DRM_NPU_PKT_COPY_STRIDED, sizeof(c) },
+		.src = src,
+		.dst = dst,
+		.ndim = ndim,
+		.elem_size = elem,
+	};
+	__u32 d;
+
+	for (d = 0; d < ndim && d < DRM_NPU_COPY_MAX_DIMS; d++) {
+		c.sizes[d] = size;
+		c.src_strides[d] = stride;
+		c.dst_strides[d] = stride;
+	}
+	return c;
+}
+
+TEST_F(submit, reject_bad_copy_strided)
+{
+	const __u64 a = dva(self, 0, 0), b = dva(self, 1, 0);
+	struct {
+		struct drm_npu_pkt_copy_strided c;
+		const char *what;
+	} bad[] = {
+		{ make_strided(a, b, 0, 4, 4, 4), "ndim 0" },
+		{ make_strided(a, b, 7, 4, 2, 4), "ndim 7" },
+		{ make_strided(a, b, 1, 0, 4, 4), "elem_size 0" },
+		{ make_strided(a, b, 1, 17, 4, 17), "elem_size 17" },
+		{ make_strided(a, b, 2, 4, 0, 4), "a size of 0" },
+		{ make_strided(a, b, 1, 4, 8, 4), "size past ndim" },
+		{ make_strided(a, b, 1, 4, 8, 4), "src stride past ndim" },
+		{ make_strided(a, b, 1, 4, 8, 4), "dst stride past ndim" },
+		{ make_strided(a, b, 1, 4, 3, ~0ULL / 2), "extent overflows" },
+		{ make_strided(~0ULL - 15, b, 1, 4, 8, 4), "src + extent overflows" },
+		{ make_strided(a, ~0ULL - 15, 1, 4, 8, 4), "dst + extent overflows" },
+		{ make_strided(a, a, 1, 4, 8, 4), "src == dst" },
+		{ make_strided(a, a + 4, 1, 4, 8, 8), "interleaved extents" },
+		{ make_strided(a, b, 6, 1, 1ULL << 11, 0), "element count overflows" },
+	};
+	struct drm_npu_pkt_copy_strided ok;
+	unsigned int i;
+
+	if (no_device(self->fd))
+		return;
+	bad[5].c.sizes[1] = 1;
+	bad[6].c.src_strides[1] = 4;
+	bad[7].c.dst_strides[5] = 4;
+	for (i = 0; i < ARRAY_SIZE(bad); i++)
+		expect_rejected(_metadata, self, &bad[i].c, sizeof(bad[i].c),
+				-EINVAL, bad[i].what);
+	/* Adjacent extents do not overlap; a broadcast source is fine. */
+	ok = make_strided(a, a + 32, 1, 4, 8, 4);
+	expect_rejected(_metadata, self, &ok, sizeof(ok), 0, "adjacent");
+	ok = make_strided(a, b, 6, 1, 1ULL << 10, 0);
+	ok.dst_strides[5] = 1;
+	ok.sizes[0] = 1;
+	ok.sizes[1] = 1;
+	ok.sizes[2] = 1;
+	ok.sizes[3] = 1;
+	ok.sizes[4] = 2;
+	expect_rejected(_metadata, self, &ok, sizeof(ok), 0, "broadcast");
 }
 
 TEST_F(submit, reject_misaligned_and_reserved)
@@ -2109,6 +2289,34 @@ TEST_F(submit, device_faults)
 	 */
 	EXPECT_TRUE(npu_all_bytes(cpu(self, 1, 0), 32 * KIB, POISON));
 	EXPECT_TRUE(npu_all_bytes(cpu(self, 1, 32 * KIB + 100), 100, POISON));
+}
+
+/*
+ * A strided copy whose second row runs into unmapped memory faults there,
+ * at the first byte of that row, after writing the first row only.
+ */
+TEST_F(submit, copy_strided_fault)
+{
+	const __u64 sizes[2] = { 2, 16 }, src_strides[2] = { 128, 4 };
+	const __u64 dst_strides[2] = { 64, 4 };
+	const __u64 src = dva(self, 0, BO_SIZE - 64);
+	__u64 cmds[SMALL_CMDS], point;
+	struct npu_cmdbuf cb;
+
+	if (no_device(self->fd))
+		return;
+	npu_fill_pattern(cpu(self, 0, BO_SIZE - 64), 64, 9);
+	memset(cpu(self, 1, 0), POISON, 256);
+	npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+	npu_emit_copy_strided(&cb, src, dva(self, 1, 0), 2, 4, sizes,
+			      src_strides, dst_strides);
+	ASSERT_EQ(0, run_cmds(self->fd, &self->q, &cb, self->wait_ms, &point));
+	expect_queue_error(self->fd, self->q.queue_id, -EFAULT, point,
+			   src + 128);
+	EXPECT_EQ(0, memcmp(cpu(self, 0, BO_SIZE - 64), cpu(self, 1, 0), 64));
+	EXPECT_TRUE(npu_all_bytes(cpu(self, 1, 64), 192, POISON));
+	reset_queue(_metadata, self->fd, self->q.queue_id);
+	queue_works(_metadata, self);
 }
 
 /*

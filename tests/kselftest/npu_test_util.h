@@ -760,6 +760,30 @@ static inline void npu_emit_copy(struct npu_cmdbuf *cb, __u64 src, __u64 dst,
 	p->size = size;
 }
 
+/* A strided copy of @ndim dimensions: sizes and byte strides, outermost first. */
+static inline void npu_emit_copy_strided(struct npu_cmdbuf *cb, __u64 src,
+					 __u64 dst, __u32 ndim, __u32 elem_size,
+					 const __u64 *sizes,
+					 const __u64 *src_strides,
+					 const __u64 *dst_strides)
+{
+	struct drm_npu_pkt_copy_strided *p;
+	__u32 d;
+
+	p = npu_cmdbuf_add(cb, DRM_NPU_PKT_COPY_STRIDED, sizeof(*p));
+	if (!p)
+		return;
+	p->src = src;
+	p->dst = dst;
+	p->ndim = ndim;
+	p->elem_size = elem_size;
+	for (d = 0; d < ndim && d < DRM_NPU_COPY_MAX_DIMS; d++) {
+		p->sizes[d] = sizes[d];
+		p->src_strides[d] = src_strides[d];
+		p->dst_strides[d] = dst_strides[d];
+	}
+}
+
 static inline void npu_emit_fill(struct npu_cmdbuf *cb, __u64 dst, __u64 size,
 				 __u32 value, __u32 width)
 {

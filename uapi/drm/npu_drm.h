@@ -19,7 +19,7 @@ extern "C" {
 
 /* uAPI version: major changes break user space, minor ones only add. */
 #define DRM_NPU_API_VERSION_MAJOR	1
-#define DRM_NPU_API_VERSION_MINOR	0
+#define DRM_NPU_API_VERSION_MINOR	1
 #define DRM_NPU_API_VERSION \
 	((DRM_NPU_API_VERSION_MAJOR << 16) | DRM_NPU_API_VERSION_MINOR)
 
@@ -549,6 +549,7 @@ enum drm_npu_opcode {
 	DRM_NPU_PKT_WRITE_VALUE = 4,
 	DRM_NPU_PKT_WAIT_VALUE = 5,
 	DRM_NPU_PKT_OP = 6,		/* compute engines only */
+	DRM_NPU_PKT_COPY_STRIDED = 7,	/* copy engines and compute engines */
 };
 
 struct drm_npu_pkt_header {
@@ -574,6 +575,41 @@ struct drm_npu_pkt_fill {
 	__u64 size;
 	__u32 value;
 	__u32 width;
+};
+
+#define DRM_NPU_COPY_MAX_DIMS		6
+#define DRM_NPU_COPY_MAX_ELEM_SIZE	16
+
+/**
+ * struct drm_npu_pkt_copy_strided - copy a strided view of memory
+ * @hdr: DRM_NPU_PKT_COPY_STRIDED, sizeof(struct drm_npu_pkt_copy_strided).
+ * @src: device address of the source's first element.
+ * @dst: device address of the destination's first element.
+ * @ndim: dimensions in use, 1 to DRM_NPU_COPY_MAX_DIMS; the entries of
+ *        @sizes and the strides past it must be zero.
+ * @elem_size: bytes per element, 1 to DRM_NPU_COPY_MAX_ELEM_SIZE (the
+ *             engine moves bytes: any alignment).
+ * @sizes: elements per dimension, outermost first; each at least 1.
+ * @src_strides: bytes from one element of a dimension to the next in the
+ *               source; 0 repeats the element (a broadcast).
+ * @dst_strides: the same for the destination.
+ *
+ * Element (i0, ..., i[ndim-1]) is copied from src + sum(i_d * src_strides[d])
+ * to dst + sum(i_d * dst_strides[d]), in row-major order of the indices (so
+ * where destination elements coincide, the last one written stays). Each
+ * side's extent, its first byte to its last, must not overflow, and the
+ * source's and the destination's extents must not overlap (-EINVAL): the
+ * result would depend on the order the engine moves bytes in.
+ */
+struct drm_npu_pkt_copy_strided {
+	struct drm_npu_pkt_header hdr;
+	__u64 src;
+	__u64 dst;
+	__u32 ndim;
+	__u32 elem_size;
+	__u64 sizes[DRM_NPU_COPY_MAX_DIMS];
+	__u64 src_strides[DRM_NPU_COPY_MAX_DIMS];
+	__u64 dst_strides[DRM_NPU_COPY_MAX_DIMS];
 };
 
 /* Write the device clock (ns) as a __u64 at @dst (8-byte aligned). */

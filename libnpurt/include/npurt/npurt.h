@@ -348,6 +348,40 @@ NPURT_API npurtError_t npurtMemcpyAsync(void *dst, const void *src, size_t count
 NPURT_API npurtError_t npurtMemsetAsync(void *devPtr, int value, size_t count,
                                         npurtStream_t stream);
 
+/*
+ * 2-D copies, as CUDA's: height rows of width bytes, row starts dpitch and
+ * spitch bytes apart (width must not exceed either pitch). Device memory
+ * and pinned or registered host memory of the stream's context are copied
+ * by the engine in one task; with pageable memory each row is one
+ * npurtMemcpyAsync (a pitch equal to width makes it one copy).
+ */
+NPURT_API npurtError_t npurtMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                          size_t width, size_t height, npurtMemcpyKind kind,
+                                          npurtStream_t stream);
+NPURT_API npurtError_t npurtMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                     size_t width, size_t height, npurtMemcpyKind kind);
+
+/*
+ * Strided copies, for views of tensors (transposes, permutes, slices,
+ * broadcasts): element (i0, ..., i[ndim-1]) of elemSize bytes goes from
+ * src + sum(i_d * srcStrides[d]) to dst + sum(i_d * dstStrides[d]);
+ * sizes in elements, strides in bytes, outermost dimension first, up to
+ * NPURT_MAX_COPY_DIMS dimensions, any element size. A source stride of 0
+ * repeats an element (a broadcast). Elements are written in row-major
+ * order of their indices, so where destination elements coincide the last
+ * one stays. Source and destination may overlap (the runtime then gathers
+ * the source into device memory first). Bounds are checked as for
+ * npurtMemcpyAsync, over each side's whole extent. Device and pinned
+ * memory of the stream's context copy on the engine; pageable memory or
+ * memory of another context one run (a dense innermost row, or an
+ * element) per npurtMemcpyAsync.
+ */
+#define NPURT_MAX_COPY_DIMS 8
+NPURT_API npurtError_t npurtMemcpyStridedAsync(void *dst, const size_t *dstStrides, const void *src,
+                                               const size_t *srcStrides, const size_t *sizes,
+                                               int ndim, size_t elemSize, npurtMemcpyKind kind,
+                                               npurtStream_t stream);
+
 /* A host function run in stream order: after earlier work, before later. */
 typedef void (*npurtHostFn_t)(void *userData);
 NPURT_API npurtError_t npurtLaunchHostFunc(npurtStream_t stream, npurtHostFn_t fn, void *userData);

@@ -1,0 +1,54 @@
+// Copy planning: how a copy, a strided copy or a fill is done, given where
+// its operands live (device memory of the stream's context, pinned or
+// registered host memory the engine reaches directly, pageable memory,
+// memory of another context): which packets, staging, pins and waits.
+// The C API files validate handles and call these.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "npurt/npurt.h"
+
+namespace npurt {
+
+class Context;
+
+// A device-side range of a copy: which context holds it, and its
+// allocation's bounds.
+struct DeviceSide {
+	Context *ctx = nullptr;
+	uint64_t base = 0;
+	size_t size = 0;
+};
+
+// Resolves p as device memory; *isDevice false if it is not. An address
+// inside the device window that is not live memory is an error (freed,
+// or bogus).
+npurtError_t resolveDevice(const char *api, const char *what, const void *p, Context *hint,
+                           DeviceSide *out, bool *isDevice);
+
+// npurtMemcpy(Async). sync: the caller waits for the copy. ra: the API
+// caller's return address, for fault reports.
+npurtError_t planCopy(const char *api, void *dst, const void *src, size_t count,
+                      npurtMemcpyKind kind, npurtStream_t stream, bool sync, void *ra);
+
+// npurtMemset(Async).
+npurtError_t planFill(const char *api, void *devPtr, int value, size_t count, npurtStream_t stream,
+                      bool sync, void *ra);
+
+// A view of ndim dimensions (sizes in elements, strides in bytes,
+// outermost first) copied element by element in row-major order.
+struct StridedView {
+	int ndim = 0;
+	size_t elemSize = 0;
+	const size_t *sizes = nullptr;
+	const size_t *dstStrides = nullptr;
+	const size_t *srcStrides = nullptr;
+};
+
+// npurtMemcpyStrided(Async) and npurtMemcpy2D(Async).
+npurtError_t planCopyStrided(const char *api, void *dst, const void *src, const StridedView &v,
+                             npurtMemcpyKind kind, npurtStream_t stream, bool sync, void *ra);
+
+}  // namespace npurt

@@ -21,10 +21,6 @@ namespace torch_npurt {
 
 namespace {
 
-// More tasks than this for one strided copy, and the host does it instead
-// (a device-side strided copy would take one: RUNTIME_NEEDS.md).
-constexpr int64_t kMaxCopyTasks = 4096;
-
 npurtStream_t streamOf(int device)
 {
 	return currentNative(device);
@@ -140,30 +136,6 @@ at::Tensor spanToHost(const at::Tensor &t, int64_t *lo)
 	return buf.as_strided(t.sizes(), t.strides(), t.storage_offset() - *lo);
 }
 
-// The last resort for layouts the device cannot copy yet.
-void copyThroughHost(const at::Tensor &dst, const at::Tensor &src)
-{
-	countFallback("copy_ (strided NPU copy through the host)");
-	int64_t slo = 0, dlo = 0;
-	at::Tensor s = spanToHost(src, &slo);
-	int dev = deviceOf(dst);
-	if (dst.is_contiguous()) {
-		at::Tensor c = s.contiguous();
-		copyBytes(dataPtr(dst), c.data_ptr(), c.nbytes(), npurtMemcpyHostToDevice, dev,
-		          false);
-		return;
-	}
-	// Read-modify-write of dst's span: the elements in between keep their
-	// values.
-	at::Tensor d = spanToHost(dst, &dlo);
-	d.copy_(s);
-	int64_t n = static_cast<int64_t>(d.storage().nbytes() / d.element_size());
-	at::Tensor whole = d.as_strided({n}, {1}, 0);
-	char *base = static_cast<char *>(dst.storage().data());
-	copyBytes(base + dlo * dst.element_size(), whole.data_ptr(), whole.nbytes(),
-	          npurtMemcpyHostToDevice, dev, false);
-}
-
 void d2d(void *dst, const void *src, size_t n, int device, const char *what = "aten::copy_")
 {
 	if (!n)
@@ -173,69 +145,16 @@ void d2d(void *dst, const void *src, size_t n, int device, const char *what = "a
 	      "npurtMemcpyAsync");
 }
 
-// Rows of contiguous runs: one copy per run.
-void copyRuns(const at::Tensor &dst, const at::Tensor &src, const Layout &l)
+// One strided copy on the device: sizes in elements, strides in bytes.
+void strided(void *dst, const std::vector<size_t> &dstStrides, const void *src,
+             const std::vector<size_t> &srcStrides, const std::vector<size_t> &sizes, size_t es,
+             int device, const char *what = "aten::copy_")
 {
-	int dev = deviceOf(dst);
-	DeviceScope scope(dev);
-	size_t es = dst.element_size();
-	char *d = static_cast<char *>(dataPtr(dst));
-	const char *s = static_cast<const char *>(dataPtr(src));
-	size_t nd = l.size.size();
-	size_t run = l.size.back() * es;
-	std::vector<int64_t> idx(nd - 1, 0);
-	while (true) {
-		int64_t od = 0, os = 0;
-		for (size_t i = 0; i + 1 < nd; i++) {
-			od += idx[i] * l.sd[i];
-			os += idx[i] * l.ss[i];
-		}
-		d2d(d + od * es, s + os * es, run, dev);
-		size_t i = nd - 1;
-		while (i > 0) {
-			if (++idx[i - 1] < l.size[i - 1])
-				break;
-			idx[i - 1] = 0;
-			i--;
-		}
-		if (i == 0)
-			return;
-	}
-}
-
-// out (n x m, contiguous) := transpose of a (m x n, contiguous).
-void transposeOp(void *out, const void *a, int64_t m, int64_t n, size_t es, int device)
-{
-	npurtOpDesc d{};
-	d.op = npurtOpTranspose;
-	// Only bits move: pick the op set's type of the same width.
-	d.dtype = d.outDtype = es == 4 ? npurtInt32 : npurtFloat16;
-	d.a = a;
-	d.out = out;
-	d.m = m;
-	d.n = n;
-	launchOp(d, device, "aten::copy_ (transpose)");
-}
-
-// dst (contiguous, n elements) := n copies of its first `unit` elements,
-// doubling the filled part each time.
-void replicate(char *dst, size_t unitBytes, int64_t copies, int device)
-{
-	DeviceScope scope(device);
-	int64_t have = 1;
-	while (have < copies) {
-		int64_t take = std::min(have, copies - have);
-		d2d(dst + have * unitBytes, dst, take * unitBytes, device);
-		have += take;
-	}
-}
-
-int64_t prod(const std::vector<int64_t> &v, size_t from, size_t to)
-{
-	int64_t p = 1;
-	for (size_t i = from; i < to; i++)
-		p *= v[i];
-	return p;
+	enqueueSite(what);
+	check(npurtMemcpyStridedAsync(dst, dstStrides.data(), src, srcStrides.data(), sizes.data(),
+	                              static_cast<int>(sizes.size()), es, npurtMemcpyDeviceToDevice,
+	                              streamOf(device)),
+	      "npurtMemcpyStridedAsync");
 }
 
 }  // namespace
@@ -247,88 +166,30 @@ void copyOnDevice(const at::Tensor &dst, const at::Tensor &src)
 	if (dst.numel() == 0)
 		return;
 	int dev = deviceOf(dst);
-	size_t es = dst.element_size();
+	DeviceScope scope(dev);
 	if (dst.is_contiguous() && src.is_contiguous()) {
-		DeviceScope scope(dev);
 		d2d(dataPtr(dst), dataPtr(src), dst.nbytes(), dev);
 		return;
 	}
+	// The runtime's strided copy (one task; overlapping views gathered
+	// first) takes NPURT_MAX_COPY_DIMS dimensions: merged ones count once,
+	// and beyond that the outermost dimension is walked here.
 	Layout l = coalesce(dst, src);
-	size_t nd = l.size.size();
-	int64_t inner = l.size.back();
-	int64_t rows = prod(l.size, 0, nd - 1);
-	bool movable = es == 2 || es == 4;  // widths the transpose op moves
-
-	// Broadcast along the outermost dimension (an expanded row) into a
-	// contiguous destination: copy one block, then double it.
-	if (l.ss[0] == 0 && nd >= 2 && dst.is_contiguous()) {
-		at::Tensor s = src.as_strided(l.size, l.ss, src.storage_offset());
+	if (l.size.size() > NPURT_MAX_COPY_DIMS) {
 		at::Tensor d = dst.as_strided(l.size, l.sd, dst.storage_offset());
-		copyOnDevice(d.select(0, 0), s.select(0, 0));
-		replicate(static_cast<char *>(dataPtr(d)), prod(l.size, 1, nd) * es, l.size[0],
-		          dev);
-		return;
-	}
-	// Contiguous runs on both sides (slices, narrowed rows, cat targets).
-	if (l.sd.back() == 1 && l.ss.back() == 1 && rows <= kMaxCopyTasks) {
-		copyRuns(dst, src, l);
-		return;
-	}
-	// A transposed matrix (or a batch of them) into a contiguous one.
-	if (movable && nd >= 2 && nd <= 3 && l.sd.back() == 1) {
-		int64_t a = l.size[nd - 2], b = l.size[nd - 1];
-		bool srcT = l.ss[nd - 2] == 1 && l.ss[nd - 1] == a && l.sd[nd - 2] == b;
-		int64_t batch = nd == 3 ? l.size[0] : 1;
-		bool batched = nd == 2 || (l.ss[0] == a * b && l.sd[0] == a * b);
-		if (srcT && batched && batch <= kMaxCopyTasks) {
-			char *d = static_cast<char *>(dataPtr(dst));
-			const char *s = static_cast<const char *>(dataPtr(src));
-			for (int64_t i = 0; i < batch; i++)
-				transposeOp(d + i * a * b * es, s + i * a * b * es, b, a, es, dev);
-			return;
-		}
-	}
-	// Broadcast along the innermost dimension (an expanded column or
-	// scalar): replicate on the device, then transpose into place.
-	if (l.ss.back() == 0) {
 		at::Tensor s = src.as_strided(l.size, l.ss, src.storage_offset());
-		at::Tensor d = dst.as_strided(l.size, l.sd, dst.storage_offset());
-		at::Tensor x = contiguousOnDevice(s.select(-1, 0));  // rows elements
-		if (rows == 1) {
-			at::Tensor y = emptyNpu({inner}, dst.scalar_type(), dev);
-			copyOnDevice(y.narrow(0, 0, 1), x.view({1}));
-			replicate(static_cast<char *>(dataPtr(y)), es, inner, dev);
-			copyOnDevice(d, y.view(l.size));
-			return;
-		}
-		if (movable) {
-			at::Tensor z = emptyNpu({inner, rows}, dst.scalar_type(), dev);
-			copyOnDevice(z.select(0, 0), x.reshape({rows}));
-			replicate(static_cast<char *>(dataPtr(z)), rows * es, inner, dev);
-			at::Tensor t = emptyNpu({rows, inner}, dst.scalar_type(), dev);
-			transposeOp(dataPtr(t), dataPtr(z), inner, rows, es, dev);
-			copyOnDevice(d, t.view(l.size));
-			return;
-		}
-	}
-	// Few elements: one copy each (a strided vector, a small gather).
-	if (dst.numel() <= kMaxCopyTasks && nd <= 4) {
-		Layout e = l;
-		e.size.push_back(1);
-		e.sd.push_back(1);
-		e.ss.push_back(1);
-		copyRuns(dst, src, e);
+		for (int64_t i = 0; i < l.size[0]; i++)
+			copyOnDevice(d.select(0, i), s.select(0, i));
 		return;
 	}
-	// Both sides strided: through a contiguous copy of the source.
-	if (!src.is_contiguous() && !dst.is_contiguous()) {
-		at::Tensor c = contiguousOnDevice(src);
-		if (c.is_contiguous()) {
-			copyOnDevice(dst, c);
-			return;
-		}
+	size_t es = dst.element_size();
+	std::vector<size_t> sizes, ds, ss;
+	for (size_t i = 0; i < l.size.size(); i++) {
+		sizes.push_back(static_cast<size_t>(l.size[i]));
+		ds.push_back(static_cast<size_t>(l.sd[i]) * es);
+		ss.push_back(static_cast<size_t>(l.ss[i]) * es);
 	}
-	copyThroughHost(dst, src);
+	strided(dataPtr(dst), ds, dataPtr(src), ss, sizes, es, dev);
 }
 
 at::Tensor contiguousOnDevice(const at::Tensor &src)
@@ -366,7 +227,9 @@ void fillOnDevice(const at::Tensor &t, const at::Scalar &value)
 	// Pageable source: staged before the call returns, so v may go.
 	check(npurtMemcpyAsync(dataPtr(t), b, es, npurtMemcpyHostToDevice, streamOf(dev)),
 	      "npurtMemcpyAsync");
-	replicate(static_cast<char *>(dataPtr(t)), es, t.numel(), dev);
+	if (t.numel() > 1)
+		strided(static_cast<char *>(dataPtr(t)) + es, {es}, dataPtr(t), {0},
+		        {static_cast<size_t>(t.numel() - 1)}, es, dev, "aten::fill_");
 }
 
 bool castIsNative(at::ScalarType from, at::ScalarType to)

@@ -11,6 +11,14 @@ JOBS ?= 2
 CMAKE_BUILD := $(BUILD)/cmake
 VMRUN := $(TOP)/tools/vmrun
 PARAMS ?=
+# Caches outside the clone, shared by fresh clones (CI builds one each run):
+# the debug kernel, ccache's objects, clang-tidy's verdicts.
+NPU_CACHE ?= /var/cache/npu-stack
+export NPU_CACHE
+# ccache keys on paths relative to the tree, so another clone hits too.
+export CCACHE_DIR ?= $(NPU_CACHE)/ccache
+export CCACHE_BASEDIR := $(TOP)
+export CCACHE_NOHASHDIR := true
 # Host-side checkpatch, from the extracted kernel source.
 CHECKPATCH := $(BUILD)/linux-src/scripts/checkpatch.pl
 # Kernel sources we write (not the generated npu.mod.c and npu_config.h).
@@ -47,7 +55,9 @@ kernel: deps
 	@rm -f $(TOP)/kernel/npu.mod.c
 
 $(CMAKE_BUILD)/Makefile: CMakeLists.txt | deps
-	cmake -S $(TOP) -B $(CMAKE_BUILD) -DCMAKE_INSTALL_PREFIX=$(or $(PREFIX),/usr/local) >/dev/null
+	cmake -S $(TOP) -B $(CMAKE_BUILD) -DCMAKE_INSTALL_PREFIX=$(or $(PREFIX),/usr/local) \
+		$$(command -v ccache >/dev/null && echo -DCMAKE_C_COMPILER_LAUNCHER=ccache \
+			-DCMAKE_CXX_COMPILER_LAUNCHER=ccache) >/dev/null
 
 userspace: deps $(CMAKE_BUILD)/Makefile
 	cmake --build $(CMAKE_BUILD) -j$(JOBS)
@@ -96,7 +106,7 @@ check-kernel: kernel
 check-cxx: userspace
 	clang-format --dry-run -Werror $$(git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | \
 		grep -v -E '^(kernel|uapi|tests/kselftest|tests/host)/')
-	clang-tidy -p $(CMAKE_BUILD) --quiet $$(git ls-files 'libnpurt/*.cpp' 'tools/*.cpp')
+	$(TOP)/tools/clang-tidy-cached $(CMAKE_BUILD) $$(git ls-files 'libnpurt/*.cpp' 'tools/*.cpp')
 
 load: kernel
 	@[ "$$(uname -r)" = "$(KVER)" ] || { echo "make load: running kernel $$(uname -r) is not $(KVER), the one npu.ko is built for; use tools/vmrun" >&2; exit 1; }

@@ -5,7 +5,7 @@ set -eu
 
 PKGS="qemu-system-x86 linux-image-amd64 linux-headers-amd64 libdrm-dev
 busybox-static cpio linux-source-6.1 sparse xz-utils kmod pkg-config
-cmake g++ libgtest-dev clang-format clang-tidy python3
+cmake g++ ccache libgtest-dev clang-format clang-tidy python3
 flex bison bc libelf-dev libssl-dev
 python3-torch libtorch-dev pybind11-dev python3-pytest"
 

@@ -81,8 +81,8 @@ debug-kernel: deps
 bench: all
 	@$(VMRUN) --out $(BUILD)/bench --mem 4096 -p job_timeout_ms=20000 \
 		$(addprefix -p ,$(PARAMS)) -- \
-		$(CMAKE_BUILD)/bin/npurt-bench --out $(BUILD)/bench $(BENCH_ARGS)
-	@echo "Results: $(BUILD)/bench/bench.json, bench.csv and bandwidth.png"
+		$(TOP)/tools/bench/run-in-vm.sh $(BUILD) $(BUILD)/bench $(BENCH_ARGS)
+	@echo "Results: $(BUILD)/bench/bench.json, bench.csv, bandwidth.png and bench-torch.json"
 
 demo: all
 	@$(VMRUN) --out $(BUILD)/vm-demo $(addprefix -p ,$(PARAMS)) -- $(CMAKE_BUILD)/bin/npurt-demo

@@ -1099,7 +1099,9 @@ npurtError_t Stream::hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info
 		Point p;
 		{
 			std::scoped_lock l(submitMutex_, mutex_);
-			if (flushBatch("npurtLaunchHostFunc"))
+			// Event waits queued ahead of it (a deferred
+			// npurtStreamWaitEvent) become a job it waits for.
+			if (flushWaits("npurtLaunchHostFunc"))
 				npurtGetLastError();  // the failure stops fn just below
 			if (lastClass_ >= 0)
 				p = {timelines_[lastClass_], last_[lastClass_]};
@@ -1302,6 +1304,24 @@ npurtError_t Stream::record(Event &ev, const char *api)
 
 npurtError_t Stream::wait(Event &ev, const char *api)
 {
+	if (std::shared_ptr<RecordTicket> t = ev.pendingRecord()) {
+		// The record is queued behind a host function on its stream: the
+		// caller does not wait for it (CUDA's never does). Later work
+		// here goes behind a task of this stream's worker that takes
+		// the point once the record has happened.
+		std::scoped_lock lock(submitMutex_, mutex_);
+		if (failed_)
+			return setError(failed_, std::string(api) + ": " + failMessage_);
+		if (npurtError_t err = flushBatch(api))
+			return err;
+		defer([this, t, api] {
+			Point p = t->wait();
+			std::scoped_lock l(submitMutex_, mutex_);
+			if (p && !failed_ && addWait(p, api))
+				fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(), true);
+		});
+		return npurtSuccess;
+	}
 	Stream *src = nullptr;
 	uint64_t slot = 0;
 	Context *evCtx = nullptr;
@@ -1314,6 +1334,11 @@ npurtError_t Stream::wait(Event &ev, const char *api)
 	// Batched work came before the wait and must not wait for the event.
 	if (npurtError_t err = flushBatch(api))
 		return err;
+	return addWait(p, api);
+}
+
+npurtError_t Stream::addWait(const Point &p, const char *api)
+{
 	if (p.tl->file.get() == &ctx_.node()) {
 		waits_.push_back({p.tl->syncobj, p.value, false});
 		return npurtSuccess;
@@ -1365,12 +1390,20 @@ Event::~Event()
 		slotCtx_->freeTimestampSlot(slot_);
 }
 
+Point RecordTicket::wait()
+{
+	std::unique_lock<std::mutex> lock(mutex);
+	cv.wait(lock, [this] { return done; });
+	return point;
+}
+
 void Event::setPending(Stream *s)
 {
 	std::lock_guard<std::mutex> lock(mutex_);
 	pending_ = true;
 	recorded_ = true;
 	stream_ = s;
+	ticket_ = std::make_shared<RecordTicket>();
 }
 
 void Event::resolve(Point p, Context *ctx, uint64_t slot)
@@ -1380,7 +1413,20 @@ void Event::resolve(Point p, Context *ctx, uint64_t slot)
 	pending_ = false;
 	(void)ctx;
 	(void)slot;
+	if (ticket_) {
+		std::lock_guard<std::mutex> l(ticket_->mutex);
+		ticket_->point = point_;
+		ticket_->done = true;
+		ticket_->cv.notify_all();
+		ticket_.reset();
+	}
 	cv_.notify_all();
+}
+
+std::shared_ptr<RecordTicket> Event::pendingRecord()
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return pending_ ? ticket_ : nullptr;
 }
 
 uint64_t Event::slotFor(Context &ctx)

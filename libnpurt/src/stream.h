@@ -129,6 +129,8 @@ public:
 	                    const TaskInfo &info, bool callerWaits = false);
 	npurtError_t hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info);
 	npurtError_t record(Event &ev, const char *api);
+	// Never blocks the caller: a record still deferred behind a host
+	// function is waited for by this stream's worker.
 	npurtError_t wait(Event &ev, const char *api);
 
 	// Success, npurtErrorNotReady, or the stream's failure.
@@ -281,6 +283,9 @@ private:
 	// Turns pending event waits into a job, so that the stream's tail
 	// includes them; with mutex_ held.
 	npurtError_t flushWaits(const char *api);
+	// Makes the next job wait for p (carried over as a sync_file when it
+	// is of another device or context). With both locks held.
+	npurtError_t addWait(const Point &p, const char *api);
 	npurtError_t waitIdle(int64_t deadlineNs, const char *api);
 	// For synchronize and query, with both locks held: submits what is
 	// pending and reads the completion record. True when that settles it
@@ -355,6 +360,17 @@ private:
 	Staging staging_;
 };
 
+// A deferred record's outcome, shared with streams told to wait for it
+// (which may outlive the event: it can be destroyed once recorded).
+struct RecordTicket {
+	std::mutex mutex;
+	std::condition_variable cv;
+	bool done = false;
+	Point point;
+	// Until the record has happened (its host function ahead returned).
+	Point wait();
+};
+
 class Event : public npurtEvent_st {
 public:
 	explicit Event(unsigned flags) : flags_(flags) {}
@@ -370,6 +386,8 @@ public:
 	Point point(Stream **stream, uint64_t *slot, Context **ctx, int64_t deadlineNs);
 	bool recorded();
 	uint64_t slotFor(Context &ctx);
+	// The ticket of a record still deferred, else null.
+	std::shared_ptr<RecordTicket> pendingRecord();
 
 	npurtError_t query(const char *api);
 	npurtError_t synchronize(int64_t timeoutMs, const char *api);
@@ -389,6 +407,7 @@ private:
 	Stream *stream_ = nullptr;
 	Context *slotCtx_ = nullptr;
 	uint64_t slot_ = 0;  // timing: where the device writes the timestamp
+	std::shared_ptr<RecordTicket> ticket_;  // while pending_
 };
 
 // Creates a stream of ctx and registers it; destroys one.

@@ -60,7 +60,7 @@ TEST_F(Devices, PropertiesMatchModuleParameters)
 		EXPECT_TRUE(p.capabilities & npurtDeviceCapEmulated);
 		EXPECT_EQ(p.clockRateHz, 1000000000u);
 		EXPECT_LT(p.vaStart, p.vaEnd);
-		EXPECT_EQ(p.driverApiVersion, 1000);
+		EXPECT_EQ(p.driverApiVersion, 1010);  // uAPI 1.1
 		struct stat st;
 		EXPECT_EQ(stat(p.devicePath, &st), 0) << p.devicePath;
 		EXPECT_TRUE(S_ISCHR(st.st_mode));
@@ -75,7 +75,7 @@ TEST_F(Devices, DriverVersion)
 {
 	int v = 0;
 	ASSERT_EQ(npurtDriverGetVersion(&v), npurtSuccess);
-	EXPECT_EQ(v, 1000);
+	EXPECT_EQ(v, 1010);
 }
 
 TEST_F(Devices, InvalidOrdinalNamesTheCount)

@@ -1828,20 +1828,63 @@ TEST_F(Events, StreamWaitEventOnAPendingRecordDoesNotBlockTheHost)
 		waitErr = npurtStreamWaitEvent(b, e, 0);
 		returned.set();
 	});
-	bool early = returned.wait(2000);
+	// Bounded so that a regression fails instead of hanging: the call
+	// must return while the gate is still closed.
+	bool early = returned.wait(30000);
+	EXPECT_TRUE(early) << "npurtStreamWaitEvent blocked the calling thread until a host "
+	                      "function on the recording stream finished";
+	// Work enqueued on b meanwhile is ordered after the record and its
+	// work, whatever kind: a copy, a host function, a record.
+	ASSERT_EQ(npurtMemcpyAsync(y, x, n, npurtMemcpyDeviceToDevice, b), npurtSuccess);
+	struct Seen {
+		npurtEvent_t e;
+		npurtError_t q = npurtErrorUnknown;
+	} seen{e};
+	ASSERT_EQ(npurtLaunchHostFunc(
+	                  b,
+	                  [](void *p) {
+		                  auto *s = static_cast<Seen *>(p);
+		                  s->q = npurtEventQuery(s->e);
+	                  },
+	                  &seen),
+	          npurtSuccess);
+	npurtEvent_t after = event();
+	ASSERT_EQ(npurtEventRecord(after, b), npurtSuccess);
+	EXPECT_EQ(npurtEventQuery(after), npurtErrorNotReady);
 	g.open();
 	t.join();
 	ASSERT_EQ(waitErr, npurtSuccess);
-	ASSERT_EQ(npurtMemcpyAsync(y, x, n, npurtMemcpyDeviceToDevice, b), npurtSuccess);
+	ASSERT_EQ(npurtEventSynchronize(after), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtEventQuery(e), npurtSuccess);
 	ASSERT_EQ(npurtStreamSynchronize(b), npurtSuccess) << lastMessage();
+	EXPECT_EQ(seen.q, npurtSuccess) << "the host function ran before the event's work";
 	auto got = download(y, n);
 	EXPECT_EQ(firstNot(got.data(), 0x44, n), n);
-	if (!early)
-		GTEST_SKIP() << "BUG: npurtStreamWaitEvent blocked the calling thread until a "
-		                "host function on the recording stream finished (the event's "
-		                "record was deferred behind it); CUDA's cudaStreamWaitEvent never "
-		                "blocks the host, and a program that opens the gate after "
-		                "enqueueing deadlocks";
+}
+
+// An event destroyed right after a stream was told to wait for its
+// deferred record: the wait still happens (the record's outcome outlives
+// the event).
+TEST_F(Events, DestroyAfterWaitingForAPendingRecord)
+{
+	const size_t n = 1 << 20;
+	npurtStream_t a = stream(), b = stream();
+	unsigned char *x = deviceAlloc(n), *y = deviceAlloc(n);
+	ASSERT_TRUE(a && b && x && y);
+	ASSERT_EQ(npurtMemset(x, 0, n), npurtSuccess);
+	npurtEvent_t e = nullptr;
+	ASSERT_EQ(npurtEventCreate(&e), npurtSuccess);
+	Gate &g = block(a);
+	ASSERT_EQ(npurtMemsetAsync(x, 0x55, n, a), npurtSuccess);
+	ASSERT_EQ(npurtEventRecord(e, a), npurtSuccess);
+	ASSERT_EQ(npurtStreamWaitEvent(b, e, 0), npurtSuccess);
+	ASSERT_EQ(npurtMemcpyAsync(y, x, n, npurtMemcpyDeviceToDevice, b), npurtSuccess);
+	std::thread destroyer([&] { EXPECT_EQ(npurtEventDestroy(e), npurtSuccess); });
+	g.open();
+	destroyer.join();
+	ASSERT_EQ(npurtStreamSynchronize(b), npurtSuccess) << lastMessage();
+	auto got = download(y, n);
+	EXPECT_EQ(firstNot(got.data(), 0x55, n), n);
 }
 
 TEST_F(Events, WorkAfterAWaitIncludesTheEvent)

@@ -87,7 +87,8 @@ TEST_F(Discovery, DevicesAreOrderedByDriverIndex)
 		EXPECT_EQ(p.emulated, 1);
 		EXPECT_STREQ(p.name, "fake-npu");
 		EXPECT_EQ(std::string(p.devicePath), "/dev/dri/renderD" + std::to_string(128 + d));
-		EXPECT_EQ(p.driverApiVersion, DRM_NPU_API_VERSION_MAJOR * 1000);
+		EXPECT_EQ(p.driverApiVersion,
+		          DRM_NPU_API_VERSION_MAJOR * 1000 + DRM_NPU_API_VERSION_MINOR * 10);
 	}
 }
 

@@ -279,9 +279,10 @@ NPURT_API npurtError_t npurtStreamSynchronizeTimeout(npurtStream_t stream, int64
 NPURT_API npurtError_t npurtStreamGetPriority(npurtStream_t stream, int *priority);
 NPURT_API npurtError_t npurtStreamGetFlags(npurtStream_t stream, unsigned int *flags);
 /* Later work on stream waits for the event's work (any stream, context or
- * device). flags must be 0. An event never recorded is complete. If the
- * event's record is itself queued behind a host function, this call waits
- * until the record has happened. */
+ * device). flags must be 0. An event never recorded is complete. The call
+ * never blocks: if the event's record is itself queued behind a host
+ * function, later work on stream waits for that record and then for its
+ * work. */
 NPURT_API npurtError_t npurtStreamWaitEvent(npurtStream_t stream, npurtEvent_t event,
                                             unsigned int flags);
 /* Waits for every stream of the current context. */

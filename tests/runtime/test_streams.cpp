@@ -1809,6 +1809,17 @@ TEST_F(Events, StreamWaitEventOrdersStreamsOfOneDevice)
 	EXPECT_EQ(npurtStreamWaitEvent(b, nullptr, 0), npurtErrorInvalidHandle);
 }
 
+// A host function that notes what npurtEventQuery(e) said when it ran.
+struct QueryProbe {
+	npurtEvent_t e;
+	npurtError_t q = npurtErrorUnknown;
+	static void fn(void *p)
+	{
+		auto *s = static_cast<QueryProbe *>(p);
+		s->q = npurtEventQuery(s->e);
+	}
+};
+
 TEST_F(Events, StreamWaitEventOnAPendingRecordDoesNotBlockTheHost)
 {
 	// The record is deferred behind a host function; waiting for it is
@@ -1836,18 +1847,8 @@ TEST_F(Events, StreamWaitEventOnAPendingRecordDoesNotBlockTheHost)
 	// Work enqueued on b meanwhile is ordered after the record and its
 	// work, whatever kind: a copy, a host function, a record.
 	ASSERT_EQ(npurtMemcpyAsync(y, x, n, npurtMemcpyDeviceToDevice, b), npurtSuccess);
-	struct Seen {
-		npurtEvent_t e;
-		npurtError_t q = npurtErrorUnknown;
-	} seen{e};
-	ASSERT_EQ(npurtLaunchHostFunc(
-	                  b,
-	                  [](void *p) {
-		                  auto *s = static_cast<Seen *>(p);
-		                  s->q = npurtEventQuery(s->e);
-	                  },
-	                  &seen),
-	          npurtSuccess);
+	QueryProbe seen{e};
+	ASSERT_EQ(npurtLaunchHostFunc(b, QueryProbe::fn, &seen), npurtSuccess);
 	npurtEvent_t after = event();
 	ASSERT_EQ(npurtEventRecord(after, b), npurtSuccess);
 	EXPECT_EQ(npurtEventQuery(after), npurtErrorNotReady);
@@ -1905,18 +1906,8 @@ TEST_F(Events, WorkAfterAWaitIncludesTheEvent)
 		ASSERT_EQ(npurtMemsetAsync(x, 1, n, a), npurtSuccess);
 		ASSERT_EQ(npurtEventRecord(e, a), npurtSuccess);
 		ASSERT_EQ(npurtStreamWaitEvent(b, e, 0), npurtSuccess);
-		struct Seen {
-			npurtEvent_t e;
-			npurtError_t q = npurtErrorUnknown;
-		} seen{e};
-		ASSERT_EQ(npurtLaunchHostFunc(
-		                  b,
-		                  [](void *p) {
-			                  auto *s = static_cast<Seen *>(p);
-			                  s->q = npurtEventQuery(s->e);
-		                  },
-		                  &seen),
-		          npurtSuccess);
+		QueryProbe seen{e};
+		ASSERT_EQ(npurtLaunchHostFunc(b, QueryProbe::fn, &seen), npurtSuccess);
 		ASSERT_EQ(npurtStreamSynchronize(b), npurtSuccess);
 		if (seen.q != npurtSuccess)
 			bugs.push_back(
@@ -2913,17 +2904,26 @@ TEST_F(SafeFree, AllocationWaitsForParkedBlocksRatherThanFailing)
 // each other's earlier work; non-blocking streams opt out.
 class NullStream : public StreamTest {
 protected:
-	// A long fill on `slow` (hundreds of ms), then a small copy of its
-	// first bytes on `fast` and a wait for `fast` (well under a ms alone):
-	// whether `slow` still ran when `fast` was done.
+	// A long fill on `slow` (hundreds of ms, on a copy engine), then a
+	// small op reading its first bytes on `fast` (on a compute engine, so
+	// the two can overlap whichever engines the streams' queues got) and
+	// a wait for `fast` (well under a ms alone): whether `slow` still ran
+	// when `fast` was done.
 	bool slowStillRunsAfter(npurtStream_t slow, npurtStream_t fast)
 	{
 		const size_t big = 256 << 20, n = 64 << 10;
 		unsigned char *x = deviceAlloc(big), *y = deviceAlloc(n);
 		EXPECT_TRUE(x && y);
 		EXPECT_EQ(npurtMemsetAsync(x, 7, big, slow), npurtSuccess) << lastMessage();
-		EXPECT_EQ(npurtMemcpyAsync(y, x, n, npurtMemcpyDeviceToDevice, fast), npurtSuccess)
-		        << lastMessage();
+		// y = 1.0f * x: the same bytes (0x07070707 is a normal float).
+		npurtOpDesc d{};
+		d.op = npurtOpScale;
+		d.dtype = d.outDtype = npurtFloat32;
+		d.a = x;
+		d.out = y;
+		d.n = n / 4;
+		d.alpha = 1.0f;
+		EXPECT_EQ(npurtLaunchOp(&d, fast), npurtSuccess) << lastMessage();
 		EXPECT_EQ(npurtStreamSynchronize(fast), npurtSuccess) << lastMessage();
 		bool running = npurtStreamQuery(slow) == npurtErrorNotReady;
 		EXPECT_EQ(npurtStreamSynchronize(slow), npurtSuccess) << lastMessage();

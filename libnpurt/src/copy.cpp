@@ -118,6 +118,13 @@ npurtError_t classify(const char *api, const char *what, const void *p, Stream *
 	return npurtSuccess;
 }
 
+// Whether the stream's engines reach the operand at its address: device
+// memory of the stream's context, or host memory mapped in it.
+bool engineReaches(const Operand &op, const Context *sc)
+{
+	return op.side == Side::Direct || (op.side == Side::Device && op.dev.ctx == sc);
+}
+
 // No address space holds this many bytes (x86-64 has at most 57 bits).
 constexpr uint64_t kMaxCount = 1ull << 57;
 
@@ -351,8 +358,7 @@ npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npu
 	bool dstDev = d.side == Side::Device, srcDev = o.side == Side::Device;
 
 	Context *sc = &s->ctx();
-	bool dstHere = d.side == Side::Direct || (dstDev && d.dev.ctx == sc);
-	bool srcHere = o.side == Side::Direct || (srcDev && o.dev.ctx == sc);
+	bool dstHere = engineReaches(d, sc), srcHere = engineReaches(o, sc);
 	npurtError_t err = npurtSuccess;
 	if (!dstDev && !srcDev && !(dstHere && srcHere)) {
 		// Host to host, in stream order.
@@ -619,8 +625,7 @@ npurtError_t copyStrided(const char *api, void *dst, const void *src, const Stri
 	if (npurtError_t err = resolveOperands(api, dst, dstExt, src, srcExt, kind, s, &d, &o))
 		return err;
 	Context *sc = &s->ctx();
-	bool dstHere = d.side == Side::Direct || (d.side == Side::Device && d.dev.ctx == sc);
-	bool srcHere = o.side == Side::Direct || (o.side == Side::Device && o.dev.ctx == sc);
+	bool dstHere = engineReaches(d, sc), srcHere = engineReaches(o, sc);
 	npurtError_t err = npurtSuccess;
 	if (dstHere && srcHere && hasStridedPacket(*sc)) {
 		static const char *const labels[2][2] = {

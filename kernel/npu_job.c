@@ -147,16 +147,25 @@ static int npu_exec_wait_value(struct npu_job *job,
  * Runs the packets, already validated at submit; on failure *@err_off is
  * where the failing packet starts.
  */
-static int npu_job_execute(struct npu_job *job, u64 deadline, u64 *fault_addr,
+static int npu_job_execute(struct npu_job *job, u64 job_end, u64 *fault_addr,
 			   u32 *err_off)
 {
 	struct npu_device *ndev = job->engine->ndev;
+	u64 timeout = (u64)ndev->props.job_timeout_ms * NSEC_PER_MSEC;
+	u64 deadline;
 	u32 off = 0;
 	int ret = 0;
 
 	while (!ret && off < job->cmds_size) {
 		const struct drm_npu_pkt_header *hdr = job->cmds + off;
 
+		/*
+		 * The watchdog measures progress: each packet has
+		 * job_timeout_ms from its start, so a batch of tasks that are
+		 * each well inside the limit never times out as a whole; the
+		 * job's own bound keeps one job from holding the engine.
+		 */
+		deadline = min(ktime_get_coarse_ns() + timeout, job_end);
 		*err_off = off;
 
 		switch (hdr->opcode) {
@@ -277,6 +286,8 @@ static int npu_job_exec_locked(struct npu_job *job)
 	 * tick late at most, and no clock read (slow under emulation) each.
 	 */
 	u64 deadline = start + (u64)ndev->props.job_timeout_ms * NSEC_PER_MSEC;
+	u64 job_end = start + (u64)ndev->props.job_timeout_ms *
+			      DRM_NPU_JOB_TIMEOUT_FACTOR * NSEC_PER_MSEC;
 	u64 fault_addr = 0;
 	u32 err_off = 0;
 	u32 latency;
@@ -304,7 +315,7 @@ static int npu_job_exec_locked(struct npu_job *job)
 		fault_addr = npu_job_first_addr(job);
 		ret = -EFAULT;
 	} else if (!ret) {
-		ret = npu_job_execute(job, deadline, &fault_addr, &err_off);
+		ret = npu_job_execute(job, job_end, &fault_addr, &err_off);
 	}
 
 	if ((ret == -ETIMEDOUT || ret == -EFAULT || ret == -EINVAL) &&

@@ -45,8 +45,9 @@ constexpr uint64_t kBatchMaxCost = 64 << 10;
 // the flusher submits the batch when the first of them ends, while the
 // second keeps the engine busy, so consecutive large copies run without
 // the engine idling between jobs (about 20 us each under emulation). A
-// batch stops growing at this cost (tens of ms of engine time), far
-// below the job timeout.
+// batch stops growing at this much work (taskWork: tens of ms of engine
+// time), far below the job timeout, which the driver applies to each task
+// anyway.
 constexpr uint64_t kBatchMaxTotal = 64 << 20;
 
 uint64_t taskCost(const TaskInfo &t)
@@ -54,6 +55,23 @@ uint64_t taskCost(const TaskInfo &t)
 	if (t.op == npurtOpGemm)
 		return t.m * t.n * t.k;  // validated: does not overflow
 	return t.bytes;
+}
+
+// What bounds a batch: a task's device time, in bytes a copy engine moves
+// in the same time, so that copies, element-wise ops and GEMMs bound it
+// alike (taskCost's multiply-adds are far slower than bytes). Measured on
+// the emulated NPU (make bench): copies about 3 GB/s, element-wise ops
+// about 0.5 GB/s of operands, GEMMs about 0.08 G multiply-adds/s.
+constexpr uint64_t kOpWorkPerByte = 4;
+constexpr uint64_t kGemmWorkPerMac = 32;
+
+uint64_t taskWork(const TaskInfo &t)
+{
+	const uint64_t cost = taskCost(t);
+	const uint64_t scale = t.op == npurtOpGemm ? kGemmWorkPerMac
+	                       : t.op >= 0         ? kOpWorkPerByte
+	                                           : 1;
+	return cost > UINT64_MAX / scale ? UINT64_MAX : cost * scale;
 }
 
 std::mutex gHandleMutex;  // guards gStreams, gEvents
@@ -1052,7 +1070,9 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 			if (!open)
 				gather_ = state != DeviceState::Busy;
 			append(engineClass, packet, size, info);
-			batch_.cost += cost;
+			const uint64_t work = taskWork(info);
+			batch_.work =
+			        batch_.work > UINT64_MAX - work ? UINT64_MAX : batch_.work + work;
 			batch_.deep = batch_.deep || big;
 			// Full, or a deep batch whose first job ahead ended: submit
 			// it now, with the locks taken in order. Else the flusher
@@ -1060,7 +1080,7 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 			// inside SUBMIT, which is the flusher's time to spend, not
 			// the launching thread's.
 			if (batch_.cmds.size() >= kBatchBytes ||
-			    batch_.tasks.size() >= kBatchTasks || batch_.cost >= kBatchMaxTotal ||
+			    batch_.tasks.size() >= kBatchTasks || batch_.work >= kBatchMaxTotal ||
 			    (batch_.deep && jobsAhead(cls) < 2)) {
 				lock.unlock();
 				std::scoped_lock both(submitMutex_, mutex_);

@@ -229,7 +229,7 @@ private:
 		// Holds a large task, batched behind two queued jobs: the flusher
 		// submits it when the first of them ends (see Stream::submit).
 		bool deep = false;
-		uint64_t cost = 0;  // taskCost() of the tasks, summed
+		uint64_t work = 0;  // taskWork() of the tasks, summed
 		CmdBuffer cmds;
 		std::vector<TaskInfo> tasks;
 		// Empty again, keeping its memory.
@@ -239,7 +239,7 @@ private:
 			profiled = false;
 			callerWaits = false;
 			deep = false;
-			cost = 0;
+			work = 0;
 			cmds.clear();
 			tasks.clear();
 		}

@@ -1946,6 +1946,105 @@ TEST_F_TIMEOUT(submit, wait_value_times_out, 120)
 	queue_works(_metadata, self);
 }
 
+/*
+ * A job of @steps packet pairs: WAIT_VALUE until the flag (BO 0 at 0)
+ * reaches i, then WRITE_VALUE i to the ack word (BO 0 at 8). The host
+ * raises the flag to i once packet i-1 acknowledged and @step_ns more
+ * have passed, so each packet runs about @step_ns. Returns the last
+ * acknowledged step; *@point is the job's point.
+ */
+static __u64 paced_job(struct __test_metadata *_metadata,
+		       struct _test_data_submit *self, __u64 steps,
+		       __s64 step_ns, __u64 *point)
+{
+	__u64 cmds[(SMALL_CMDS / 4) * (DRM_NPU_JOB_TIMEOUT_FACTOR + 2)];
+	__s64 t0, limit;
+	struct npu_cmdbuf cb;
+	__u64 i, acked = 0;
+
+	put_u64(cpu(self, 0, 0), 0);
+	put_u64(cpu(self, 0, 8), 0);
+	npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+	for (i = 1; i <= steps; i++) {
+		npu_emit_wait_value(&cb, dva(self, 0, 0), i, ~0ULL,
+				    DRM_NPU_WAIT_GE);
+		npu_emit_write_value(&cb, dva(self, 0, 8), i);
+	}
+	ASSERT_EQ(0, npu_submit_cmdbuf(self->fd, self->q.queue_id, &cb, NULL,
+				       0, point));
+	t0 = npu_monotonic_ns();
+	limit = t0 + (__s64)(steps + 2) * step_ns +
+		self->wait_ms * NSUB_NSEC_PER_MSEC;
+	for (i = 1; i <= steps; i++) {
+		/* The clock only paces the packets; the ack orders them. */
+		while (npu_monotonic_ns() < t0 + (__s64)i * step_ns)
+			usleep(1000);
+		put_u64(cpu(self, 0, 0), i);
+		while ((acked = get_u64(cpu(self, 0, 8))) < i &&
+		       !nsub_signalled(self->fd, self->q.syncobj_handle,
+				       *point) &&
+		       npu_monotonic_ns() < limit)
+			usleep(1000);
+		acked = get_u64(cpu(self, 0, 8));
+		if (acked < i)
+			break;
+	}
+	EXPECT_EQ(0, nsub_wait(self->fd, self->q.syncobj_handle, *point,
+			       self->wait_ms));
+	return acked;
+}
+
+/*
+ * The watchdog measures progress: a job whose packets each end well
+ * inside job_timeout_ms completes though the job runs longer than that.
+ */
+TEST_F_TIMEOUT(submit, job_timeout_bounds_each_packet, 120)
+{
+	__s64 t0, dt, step = self->timeout_ms * NSUB_NSEC_PER_MSEC / 2;
+	__u64 point;
+
+	if (no_device(self->fd))
+		return;
+	t0 = npu_monotonic_ns();
+	EXPECT_EQ(4ULL, paced_job(_metadata, self, 4, step, &point));
+	dt = npu_monotonic_ns() - t0;
+	TH_LOG("4 packets of %lld ms ran in %lld ms (job_timeout_ms %u)",
+	       step / NSUB_NSEC_PER_MSEC, dt / NSUB_NSEC_PER_MSEC,
+	       self->timeout_ms);
+	EXPECT_LT(self->timeout_ms * NSUB_NSEC_PER_MSEC * 3 / 2, dt);
+	EXPECT_EQ(0, queue_error(self->fd, self->q.queue_id));
+}
+
+/*
+ * A job that keeps making progress is still cut off after
+ * DRM_NPU_JOB_TIMEOUT_FACTOR job timeouts: one job cannot hold an engine
+ * the other queues share.
+ */
+TEST_F_TIMEOUT(submit, job_timeout_bounds_the_job, 180)
+{
+	__u64 steps = DRM_NPU_JOB_TIMEOUT_FACTOR + 2, point, acked;
+	__s64 step = self->timeout_ms * NSUB_NSEC_PER_MSEC * 9 / 10, t0, dt;
+
+	if (no_device(self->fd))
+		return;
+	if (self->timeout_ms > NPU_JOB_TIMEOUT_DEFAULT_MS)
+		SKIP(return, "job timeout %u ms: the job would run %u s",
+		     self->timeout_ms,
+		     self->timeout_ms * DRM_NPU_JOB_TIMEOUT_FACTOR / 1000);
+	t0 = npu_monotonic_ns();
+	acked = paced_job(_metadata, self, steps, step, &point);
+	dt = npu_monotonic_ns() - t0;
+	TH_LOG("cut off after %llu of %llu packets, %lld ms", acked, steps,
+	       dt / NSUB_NSEC_PER_MSEC);
+	EXPECT_LT(acked, steps);
+	EXPECT_LE((__u64)DRM_NPU_JOB_TIMEOUT_FACTOR - 1, acked);
+	EXPECT_LE((__s64)self->timeout_ms * DRM_NPU_JOB_TIMEOUT_FACTOR *
+		  NSUB_NSEC_PER_MSEC, dt);
+	expect_queue_error(self->fd, self->q.queue_id, -ETIMEDOUT, point, 0);
+	reset_queue(_metadata, self->fd, self->q.queue_id);
+	queue_works(_metadata, self);
+}
+
 struct waiter {
 	int fd;
 	__u32 handle;

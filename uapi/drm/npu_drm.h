@@ -357,13 +357,20 @@ struct drm_npu_memory_info {
  * (absolute CLOCK_MONOTONIC deadline); export points as sync_files with the
  * core syncobj ioctls.
  *
+ * The job timeout (the module parameter job_timeout_ms) bounds each packet: a
+ * packet still running that long after it started is a hang. A job as a
+ * whole may run DRM_NPU_JOB_TIMEOUT_FACTOR times as long, so that a job of
+ * many packets that each make progress completes, while no job holds an
+ * engine that other queues share for longer.
+ *
  * A job that faults (bad device address, wrong permission, bad operands) or
- * runs past the driver's job timeout completes its fence with an error
+ * runs past either bound completes its fence with an error
  * (-EFAULT for a memory fault, -EINVAL for an op error, -ETIMEDOUT), the
  * engine is reset and goes on with other queues, and the queue records the
  * first error: later jobs on it complete with -ECANCELED and new submits
  * fail with -EIO until DRM_IOCTL_NPU_QUEUE_RESET.
  */
+#define DRM_NPU_JOB_TIMEOUT_FACTOR	16
 
 /* drm_npu_queue_create.priority */
 enum drm_npu_priority {

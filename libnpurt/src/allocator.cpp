@@ -344,35 +344,16 @@ npurtError_t CachingAllocator::deallocate(uint64_t addr)
 
 void CachingAllocator::pollParked()
 {
-	auto keep = parked_.begin();
-	for (auto &p : parked_) {
-		bool done = std::all_of(p.markers.begin(), p.markers.end(),
-		                        [this](uint64_t m) { return tracker_->done(m); });
-		if (!done) {
-			if (&*keep != &p)
-				*keep = std::move(p);
-			++keep;
-			continue;
-		}
-		for (uint64_t m : p.markers)
-			tracker_->release(m);
-		freeBlock(p.block);
-	}
-	parked_.erase(keep, parked_.end());
+	if (parked_.empty())
+		return;  // also without a tracker
+	reuseDoneParked(parked_, *tracker_, [this](Block *b) { freeBlock(b); });
 }
 
 bool CachingAllocator::waitParked()
 {
 	if (!tracker_ || parked_.empty())
 		return false;
-	// Bounded: queued work ends by the job timeout or fails, but a stream
-	// may hold a long queue of it.
-	timespec now{};
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	const int64_t deadline = (static_cast<int64_t>(now.tv_sec) + 60) * 1000000000 + now.tv_nsec;
-	for (const auto &p : parked_)
-		for (uint64_t m : p.markers)
-			tracker_->wait(m, deadline);
+	waitParkedWork(parked_, *tracker_);
 	pollParked();
 	return true;
 }

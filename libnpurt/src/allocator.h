@@ -44,6 +44,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <set>
@@ -102,6 +103,46 @@ public:
 	// (CLOCK_MONOTONIC) has passed; whether it completed.
 	virtual bool wait(uint64_t marker, int64_t deadlineNs) = 0;
 };
+
+// Freed blocks parked until the work behind their markers is done (both
+// pools): those done have their markers released and go to reuse(block),
+// the others stay, in order.
+template <typename Parked, typename Reuse>
+void reuseDoneParked(std::vector<Parked> &parked, StreamTracker &tracker, Reuse reuse)
+{
+	auto keep = parked.begin();
+	for (auto &p : parked) {
+		bool done = true;
+		for (uint64_t m : p.markers)
+			done = done && tracker.done(m);
+		if (!done) {
+			if (&*keep != &p)
+				*keep = std::move(p);
+			++keep;
+			continue;
+		}
+		for (uint64_t m : p.markers)
+			tracker.release(m);
+		reuse(p.block);
+	}
+	parked.erase(keep, parked.end());
+}
+
+// Waits for the work behind every parked block's markers, bounded: queued
+// work ends by the job timeout or fails, but a stream may hold a long
+// queue of it.
+template <typename Parked>
+void waitParkedWork(const std::vector<Parked> &parked, StreamTracker &tracker)
+{
+	constexpr int64_t kLimitS = 60;
+	timespec now{};
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	const int64_t deadline =
+	        (static_cast<int64_t>(now.tv_sec) + kLimitS) * 1000000000 + now.tv_nsec;
+	for (const auto &p : parked)
+		for (uint64_t m : p.markers)
+			tracker.wait(m, deadline);
+}
 
 // A gauge: its value now and its highest value since creation or the last
 // resetPeakStats().

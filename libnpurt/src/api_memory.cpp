@@ -257,6 +257,7 @@ npurtError_t npurtMemResetPeakStats(void)
 		if (npurtError_t err = current(&c, "npurtMemResetPeakStats"))
 			return err;
 		c->pool().resetPeakStats();
+		c->hostPool().resetPeakStats();
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException("npurtMemResetPeakStats");
@@ -270,6 +271,7 @@ npurtError_t npurtMemEmptyCache(void)
 		if (npurtError_t err = current(&c, "npurtMemEmptyCache"))
 			return err;
 		c->pool().emptyCache();
+		c->hostPool().emptyCache();
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException("npurtMemEmptyCache");
@@ -292,43 +294,7 @@ npurtError_t npurtMallocHost(void **ptr, size_t size)
 		Context *c = nullptr;
 		if (npurtError_t err = current(&c, "npurtMallocHost"))
 			return err;
-		uint64_t bytes = (size + kPage - 1) & ~(kPage - 1);
-		drm_npu_bo_create bc{};
-		bc.size = bytes;
-		bc.kind = DRM_NPU_BO_HOST;
-		int ret = c->node().ioctl(DRM_IOCTL_NPU_BO_CREATE, &bc);
-		if (ret)
-			return setError(ret == -ENOMEM ? npurtErrorHostMemoryAllocation
-			                               : npurt::errorFromErrno(ret),
-			                npurt::osMessage("npurtMallocHost: pinning " +
-			                                         std::to_string(bytes) + " bytes",
-			                                 ret));
-		drm_npu_bo_info info{};
-		info.handle = bc.handle;
-		ret = c->node().ioctl(DRM_IOCTL_NPU_BO_INFO, &info);
-		void *p = ret ? nullptr : c->node().mmap(bytes, info.mmap_offset);
-		if (!p) {
-			int e = ret ? -ret : errno;
-			c->closeBo(bc.handle);
-			return setError(
-			        npurtErrorHostMemoryAllocation,
-			        npurt::osMessage("npurtMallocHost: mapping pinned memory", e));
-		}
-		ret = c->bind(bc.handle, addrOf(p), bytes, false);
-		Runtime::HostRange r{bytes, addrOf(p), size, c, bc.handle, true};
-		if (ret || !Runtime::instance().addHostRange(addrOf(p), r)) {
-			if (!ret)
-				c->unbind(addrOf(p), bytes);
-			c->node().munmap(p, bytes);
-			c->closeBo(bc.handle);
-			return setError(
-			        npurtErrorOperatingSystem,
-			        npurt::osMessage("npurtMallocHost: making pinned memory visible to "
-			                         "the device",
-			                         ret ? ret : -EEXIST));
-		}
-		*ptr = p;
-		return npurtSuccess;
+		return c->hostPool().allocate(size, ptr, "npurtMallocHost");
 	} catch (...) {
 		return npurt::errorFromException("npurtMallocHost");
 	}
@@ -344,17 +310,30 @@ npurtError_t npurtFreeHost(void *ptr)
 			return err;
 		uint64_t base = 0;
 		Runtime::HostRange r{};
-		if (!rt.takeHostRange(addrOf(ptr), true, &base, &r))
+		if (!rt.findHostRange(addrOf(ptr), &base, &r) || !r.pinned ||
+		    r.userBase != addrOf(ptr) || !r.ctx->hostPool().deallocate(ptr))
 			return setError(
 			        npurtErrorInvalidValue,
 			        "npurtFreeHost: " + hexAddr(addrOf(ptr)) +
 			                " is not memory from npurtMallocHost (freed already?)");
-		r.ctx->unbind(base, r.size);
-		r.ctx->node().munmap(ptr, r.size);
-		r.ctx->closeBo(r.handle);
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException("npurtFreeHost");
+	}
+}
+
+npurtError_t npurtHostMemGetStats(npurtHostMemStats *stats)
+{
+	try {
+		if (!stats)
+			return nullArgument("npurtHostMemGetStats", "stats");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtHostMemGetStats"))
+			return err;
+		*stats = c->hostPool().stats();
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtHostMemGetStats");
 	}
 }
 

@@ -58,8 +58,13 @@ npurtError_t checkOperand(const char *api, const char *name, const void *p, uint
 	Context *owner = rt.findDeviceMemory(addrOf(p), &s->ctx(), &base, &size);
 	Runtime::HostRange r{};
 	if (!owner && rt.findHostRange(addrOf(p), &base, &r)) {
+		// Bounded by what the user pinned or registered, not the pages
+		// (or the pool's rounded block) behind it.
 		owner = r.ctx;
-		size = r.size;
+		base = r.userBase;
+		size = r.userSize;
+		if (addrOf(p) < base)
+			size = 0;
 	}
 	if (!owner)
 		return setError(npurtErrorInvalidValue,

@@ -99,7 +99,7 @@ Context::Context(int ordinal, os::Device &node, std::unique_ptr<os::Device> owne
       // A primary context borrows the device's file, which lives forever.
       file_(owned ? std::shared_ptr<os::Device>(std::move(owned))
                   : std::shared_ptr<os::Device>(&node, [](os::Device *) {})),
-      space_(space), pool_(*this, this)
+      space_(space), hostPool_(*this, *this), pool_(*this, this)
 {}
 
 Context::~Context()

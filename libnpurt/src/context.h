@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "allocator.h"
+#include "host_pool.h"
 #include "npurt/npurt.h"
 #include "os_interface.h"
 
@@ -61,6 +62,7 @@ public:
 	int ordinal() const { return ordinal_; }
 	os::Device &node() { return node_; }
 	CachingAllocator &pool() { return pool_; }
+	HostPool &hostPool() { return hostPool_; }
 
 	// The device memory containing addr in this context (pool or IPC
 	// import): its base and size. False if there is none.
@@ -235,6 +237,7 @@ private:
 		uint64_t point;
 	};
 	std::vector<Retired> retired_;  // slots in reach of running jobs
+	HostPool hostPool_;  // pinned host memory (npurtMallocHost)
 	CachingAllocator pool_;  // declared last: destroyed first
 };
 

@@ -331,11 +331,12 @@ npurtError_t Runtime::destroyContext(Context *ctx)
 				++it;
 				continue;
 			}
-			ctx->unbind(it->first, it->second.size);
-			if (it->second.pinned)
-				ctx->node().munmap(reinterpret_cast<void *>(it->first),
-				                   it->second.size);
-			ctx->closeBo(it->second.handle);
+			// Pinned blocks belong to the context's pool, which
+			// gives them back when the context goes.
+			if (!it->second.pinned) {
+				ctx->unbind(it->first, it->second.size);
+				ctx->closeBo(it->second.handle);
+			}
 			it = hostRanges_.erase(it);
 		}
 	}

@@ -249,6 +249,121 @@ TEST_F(Memory, PinnedHostMemory)
 	EXPECT_EQ(z, nullptr);
 }
 
+npurtHostMemStats hostStats()
+{
+	npurtHostMemStats st{};
+	EXPECT_EQ(npurtHostMemGetStats(&st), npurtSuccess) << lastMessage();
+	return st;
+}
+
+// npurtFreeHost keeps the block pinned for the next request of its size
+// class, bounded by what was asked for, not by the rounded block.
+TEST_F(Memory, PinnedPoolReusesFreedBlocks)
+{
+	ASSERT_EQ(npurtMemEmptyCache(), npurtSuccess);
+	const npurtHostMemStats s0 = hostStats();
+	void *h = nullptr, *h2 = nullptr;
+	ASSERT_EQ(npurtMallocHost(&h, 100000), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtFreeHost(h), npurtSuccess) << lastMessage();
+	npurtPointerAttributes a{};
+	ASSERT_EQ(npurtPointerGetAttributes(&a, h), npurtSuccess);
+	EXPECT_NE(a.type, npurtMemoryTypeHost) << "a freed block is no longer the user's";
+	ASSERT_EQ(npurtMallocHost(&h2, 90000), npurtSuccess) << lastMessage();
+	EXPECT_EQ(h2, h) << "the cached block serves the next request of its class";
+	npurtHostMemStats s1 = hostStats();
+	EXPECT_EQ(s1.hostAllocs, s0.hostAllocs + 1);
+	EXPECT_EQ(s1.cacheHits, s0.cacheHits + 1);
+	EXPECT_EQ(s1.allocatedBytes, s0.allocatedBytes + 131072);
+	ASSERT_EQ(npurtPointerGetAttributes(&a, h2), npurtSuccess);
+	EXPECT_EQ(a.type, npurtMemoryTypeHost);
+	EXPECT_EQ(a.size, 90000u);
+
+	// Bounded by the 90000 bytes asked for, though the block holds 128 KiB.
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 100000), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtMemcpy(d, h2, 100000, npurtMemcpyHostToDevice), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "overrun")) << lastMessage();
+	EXPECT_EQ(npurtMemcpy(h2, d, 90001, npurtMemcpyDeviceToHost), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemcpy(h2, d, 90000, npurtMemcpyDeviceToHost), npurtSuccess)
+	        << lastMessage();
+	npurtFree(d);
+
+	ASSERT_EQ(npurtFreeHost(h2), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtFreeHost(h2), npurtErrorInvalidValue) << "a double free is reported";
+	s1 = hostStats();
+	EXPECT_EQ(s1.cachedBlocks, s0.cachedBlocks + 1);
+	EXPECT_EQ(s1.reservedBytes, s0.reservedBytes + 131072);
+	ASSERT_EQ(npurtMemEmptyCache(), npurtSuccess);
+	s1 = hostStats();
+	EXPECT_EQ(s1.reservedBytes, s0.reservedBytes) << "emptyCache unpins cached blocks";
+	EXPECT_EQ(s1.hostFrees, s0.hostFrees + 1);
+	EXPECT_EQ(s1.cachedBlocks, 0u);
+}
+
+// A small request does not pin down a large cached block.
+TEST_F(Memory, PinnedPoolKeepsLargeBlocksForLargeRequests)
+{
+	void *big = nullptr, *small = nullptr, *again = nullptr;
+	ASSERT_EQ(npurtMallocHost(&big, 8u << 20), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtFreeHost(big), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMallocHost(&small, 4096), npurtSuccess) << lastMessage();
+	EXPECT_NE(small, big);
+	ASSERT_EQ(npurtMallocHost(&again, (6u << 20) + 1), npurtSuccess) << lastMessage();
+	EXPECT_EQ(again, big) << "8 MiB serves a request of 6 MiB";
+	EXPECT_EQ(npurtFreeHost(small), npurtSuccess);
+	EXPECT_EQ(npurtFreeHost(again), npurtSuccess);
+	ASSERT_EQ(npurtMemEmptyCache(), npurtSuccess);
+}
+
+// Threads pin, copy asynchronously and free at once (the DataLoader
+// pattern), each on its stream: every copy sees its own bytes.
+TEST_F(Memory, ThreadsFreePinnedMemoryUnderQueuedCopies)
+{
+	const uint64_t live = hostStats().allocatedBytes;
+	std::vector<std::thread> threads;
+	std::vector<int> failures(4, 0);
+	for (int t = 0; t < 4; t++) {
+		threads.emplace_back([t, &failures] {
+			npurtSetDevice(0);
+			npurtStream_t s = nullptr;
+			if (npurtStreamCreate(&s) != npurtSuccess) {
+				failures[t]++;
+				return;
+			}
+			for (int i = 0; i < 20; i++) {
+				const size_t n = 4096u << ((t + i) % 6);
+				auto in = pattern(n, static_cast<unsigned>(t * 100 + i));
+				void *h = nullptr, *back = nullptr, *d = nullptr;
+				bool ok = npurtMalloc(&d, n) == npurtSuccess &&
+				          npurtMallocHost(&h, n) == npurtSuccess;
+				if (ok) {
+					std::memcpy(h, in.data(), n);
+					ok = npurtMemcpyAsync(d, h, n, npurtMemcpyHostToDevice,
+					                      s) == npurtSuccess &&
+					     npurtFreeHost(h) == npurtSuccess &&
+					     npurtMallocHost(&back, n) == npurtSuccess;
+				}
+				if (ok) {
+					std::memset(back, 0, n);
+					ok = npurtMemcpyAsync(back, d, n, npurtMemcpyDeviceToHost,
+					                      s) == npurtSuccess &&
+					     npurtStreamSynchronize(s) == npurtSuccess &&
+					     std::memcmp(back, in.data(), n) == 0;
+				}
+				failures[t] += !ok;
+				npurtFreeHost(back);
+				npurtFree(d);
+			}
+			npurtStreamDestroy(s);
+		});
+	}
+	for (auto &t : threads)
+		t.join();
+	for (int f : failures)
+		EXPECT_EQ(f, 0);
+	EXPECT_EQ(hostStats().allocatedBytes, live) << "every block was freed";
+}
+
 TEST_F(Memory, RegisteredHostMemory)
 {
 	std::vector<unsigned char> buf(300000);

@@ -2849,7 +2849,77 @@ protected:
 		void *x3 = deviceAlloc(n);
 		EXPECT_TRUE(x3 == x || x3 == x2) << "freed blocks stay parked after their work";
 	}
+	// The same for pinned host memory, both ways: a held copy from
+	// pinned X to the device and one from the device into pinned W; X and
+	// W freed, their size allocated again and written by the CPU. The
+	// held copies must read X's bytes and leave the new blocks alone.
+	void freePinnedUnderQueuedCopy(npurtStream_t b, bool hold)
+	{
+		const size_t n = 1 << 20;
+		std::vector<unsigned char> pattern(n);
+		for (size_t i = 0; i < n; i++)
+			pattern[i] = static_cast<unsigned char>(i * 5 + 1);
+		unsigned char *y = deviceAlloc(n), *z = deviceAlloc(n);
+		upload(z, pattern);
+		void *x = nullptr, *w = nullptr;
+		ASSERT_EQ(npurtMallocHost(&x, n), npurtSuccess) << lastMessage();
+		ASSERT_EQ(npurtMallocHost(&w, n), npurtSuccess) << lastMessage();
+		std::memcpy(x, pattern.data(), n);
+		std::memset(w, 0, n);
+		npurtHostMemStats before{}, after{};
+		ASSERT_EQ(npurtHostMemGetStats(&before), npurtSuccess) << lastMessage();
+		Gate *gate = hold ? &block(b) : nullptr;
+		ASSERT_EQ(npurtMemcpyAsync(y, x, n, npurtMemcpyHostToDevice, b), npurtSuccess)
+		        << lastMessage();
+		ASSERT_EQ(npurtMemcpyAsync(w, z, n, npurtMemcpyDeviceToHost, b), npurtSuccess)
+		        << lastMessage();
+		{
+			std::optional<Watchdog> dog;
+			if (gate)
+				dog.emplace(*gate, 20000);
+			ASSERT_EQ(npurtFreeHost(x), npurtSuccess) << lastMessage();
+			ASSERT_EQ(npurtFreeHost(w), npurtSuccess) << lastMessage();
+			if (dog) {
+				EXPECT_FALSE(dog->cancel())
+				        << "npurtFreeHost waited for the queued copies";
+			}
+		}
+		ASSERT_EQ(npurtHostMemGetStats(&after), npurtSuccess) << lastMessage();
+		if (hold) {
+			EXPECT_EQ(after.parkedBlocks, before.parkedBlocks + 2);
+		}
+		unsigned char *x2 = pinnedAlloc(n), *w2 = pinnedAlloc(n);
+		ASSERT_TRUE(x2 && w2);
+		std::memset(x2, 0xee, n);
+		std::memset(w2, 0xdd, n);
+		if (gate)
+			gate->open();
+		ASSERT_EQ(npurtStreamSynchronize(b), npurtSuccess) << lastMessage();
+		EXPECT_EQ(download(y, n) == pattern, true) << "the queued copy read reused memory";
+		EXPECT_EQ(firstNot(x2, 0xee, n), n);
+		EXPECT_EQ(firstNot(w2, 0xdd, n), n) << "the queued copy wrote reused memory";
+		ASSERT_EQ(npurtHostMemGetStats(&after), npurtSuccess) << lastMessage();
+		EXPECT_EQ(after.parkedBlocks, before.parkedBlocks)
+		        << "parked after their copies ran";
+	}
 };
+
+TEST_F(SafeFree, PinnedBlockHeldByAHostFunctionIsNotReused)
+{
+	npurtStream_t b = stream();
+	ASSERT_TRUE(b);
+	freePinnedUnderQueuedCopy(b, true);
+}
+
+TEST_F(SafeFree, PinnedBlockInUseOnTheDeviceIsNotReused)
+{
+	JobLatency slow(0, latencyUs());
+	if (!slow.on())
+		GTEST_SKIP() << "needs root: makes device work slow through debugfs";
+	npurtStream_t b = stream();
+	ASSERT_TRUE(b);
+	freePinnedUnderQueuedCopy(b, false);
+}
 
 TEST_F(SafeFree, BlockHeldByAHostFunctionIsNotReused)
 {

@@ -73,8 +73,14 @@ def test_factories_pin_memory_true():
 def test_pinned_stats_free():
     p = torch.empty(1 << 20, pin_memory=True)
     p.fill_(1)
-    del p  # no queued copy: given back at once
-    assert torch_npurt._C._parked_pinned_blocks() == 0
+    before = npu.host_memory_stats()
+    del p  # no queued copy: cached for reuse at once
+    after = npu.host_memory_stats()
+    assert after["parked_blocks"] == 0
+    assert after["cached_blocks"] == before["cached_blocks"] + 1
+    q = torch.empty(1 << 20, pin_memory=True)  # the same block again
+    assert npu.host_memory_stats()["cache_hits"] == after["cache_hits"] + 1
+    assert q.is_pinned()
 
 
 def test_nonblocking_h2d_from_pinned_is_async(dev):
@@ -89,12 +95,14 @@ def test_nonblocking_h2d_from_pinned_is_async(dev):
         assert not ev.query()
         # The pinned source may go: the block is parked until the copy ran.
         del p
-        assert torch_npurt._C._parked_pinned_blocks() >= 1
+        assert npu.host_memory_stats()["parked_blocks"] >= 1
+        # Its size again: not the parked block, which the copy still reads.
+        q = torch.zeros(512, 1024, pin_memory=True)
         g.release()
     npu.current_stream().synchronize()
     assert torch.equal(y.cpu(), x)
-    torch.empty(16, pin_memory=True)  # an allocation gives parked blocks back
-    assert torch_npurt._C._parked_pinned_blocks() == 0
+    assert torch.count_nonzero(q) == 0
+    assert npu.host_memory_stats()["parked_blocks"] == 0
 
 
 def test_nonblocking_d2h_into_pinned_is_async(dev):

@@ -373,15 +373,13 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool nonBloc
 	if (src.is_cpu() && isNpu(dst)) {
 		// Pinned, contiguous and of dst's dtype: h is src itself, and a
 		// non-blocking copy is asynchronous (the engine reads the pinned
-		// block later: it is kept until then). Otherwise h is a pageable
+		// block later: libnpurt keeps it until then). Otherwise h is a pageable
 		// temporary, which libnpurt stages before the call returns.
 		at::Tensor h = src.to(dst.scalar_type()).contiguous();
 		int dev = deviceOf(dst);
 		if (dst.is_contiguous()) {
 			copyBytes(dataPtr(dst), h.data_ptr(), h.nbytes(), npurtMemcpyHostToDevice,
 			          dev, nonBlocking);
-			if (nonBlocking)
-				recordHostUse(h, currentNative(dev));
 		} else {
 			at::Tensor tmp = emptyNpu(dst.sizes(), dst.scalar_type(), dev);
 			copyBytes(dataPtr(tmp), h.data_ptr(), h.nbytes(), npurtMemcpyHostToDevice,
@@ -399,8 +397,6 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool nonBloc
 			// pageable memory libnpurt returns when the data has arrived.
 			copyBytes(dst.data_ptr(), dataPtr(s), s.nbytes(), npurtMemcpyDeviceToHost,
 			          dev, nonBlocking);
-			if (nonBlocking)
-				recordHostUse(dst, currentNative(dev));
 		} else {
 			at::Tensor h = at::empty(s.sizes(), s.options().device(at::kCPU));
 			copyBytes(h.data_ptr(), dataPtr(s), s.nbytes(), npurtMemcpyDeviceToHost,

@@ -60,12 +60,9 @@ void copyBytes(void *dst, const void *src, size_t n, npurtMemcpyKind kind, int d
                bool nonBlocking);
 
 // Pinned host memory (npu_pinned.cpp): the allocator, whether a tensor's
-// storage comes from it, and recordHostUse, which keeps a pinned block
-// alive (after its tensor is freed) until the work queued on `stream` so
-// far has completed. Unpinned tensors are ignored.
+// storage comes from it, and the device's pinned-pool statistics.
 c10::Allocator *pinnedAllocator();
 bool isPinnedByUs(const at::Tensor &t);
-void recordHostUse(const at::Tensor &host, npurtStream_t stream);
-size_t parkedPinnedBlocks();
+npurtHostMemStats hostMemStats(int device);
 
 }  // namespace torch_npurt

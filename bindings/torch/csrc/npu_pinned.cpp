@@ -1,114 +1,41 @@
 // npu_pinned.cpp - pinned (page-locked) host memory for CPU tensors:
-// the c10 allocator over npurtMallocHost/npurtFreeHost, the is_pinned and
-// _pin_memory kernels, and the bookkeeping that keeps a pinned block alive
-// until the asynchronous copies that use it have run.
+// the c10 allocator over npurtMallocHost/npurtFreeHost, and the is_pinned
+// and _pin_memory kernels.
 //
-// npurtFreeHost unmaps at once, even while a queued copy still reads or
-// writes the block (RUNTIME_NEEDS.md), so a freed block whose copies are
-// pending is parked here, with one event per copy, and given back to the
-// runtime when they have completed (as PyTorch's CachingHostAllocator
-// does for CUDA).
+// libnpurt caches freed pinned blocks and reuses one only after the copies
+// queued before its free have run, so a tensor whose non-blocking copy is
+// still queued may be freed at once (the DataLoader pattern) with nothing
+// kept here.
 #include "npu_ops.h"
 
 #include <torch/library.h>
 
 #include <cstdio>
-#include <unordered_map>
-#include <vector>
 
 namespace torch_npurt {
 
 namespace {
 
-struct PinnedBlock {
-	size_t size = 0;
-	int device = 0;
-	std::vector<npurtEvent_t> uses;  // copies not known to be complete
-	bool freed = false;
-};
-
-std::mutex gPinnedLock;
-// Leaked on purpose: blocks may be freed by static destructors.
-auto &gPinned = *new std::unordered_map<void *, PinnedBlock>();
 std::atomic<bool> gPinnedFreeReported{false};
-
-void reportFreeError(void *p, npurtError_t err)
-{
-	if (!gPinnedFreeReported.exchange(true))
-		std::fprintf(stderr, "torch_npurt: npurtFreeHost(%p) failed: %s: %s\n", p,
-		             npurtGetErrorName(err), npurtGetLastErrorMessage());
-	npurtGetLastError();
-}
-
-// Drops the completed events of `b`; true if none is left. (Lock held.)
-bool pruneUses(PinnedBlock &b)
-{
-	size_t keep = 0;
-	for (npurtEvent_t e : b.uses) {
-		npurtError_t err = npurtEventQuery(e);
-		if (err == npurtErrorNotReady) {
-			b.uses[keep++] = e;
-			continue;
-		}
-		// Done, or its stream failed: the engine no longer touches the block.
-		if (err != npurtSuccess)
-			npurtGetLastError();
-		npurtEventDestroy(e);
-	}
-	b.uses.resize(keep);
-	return keep == 0;
-}
-
-// Gives back parked blocks whose copies have completed.
-void releaseParked()
-{
-	std::vector<void *> done;
-	{
-		std::lock_guard<std::mutex> g(gPinnedLock);
-		for (auto it = gPinned.begin(); it != gPinned.end();) {
-			if (it->second.freed && pruneUses(it->second)) {
-				done.push_back(it->first);
-				it = gPinned.erase(it);
-			} else {
-				++it;
-			}
-		}
-	}
-	for (void *p : done)
-		if (npurtError_t err = npurtFreeHost(p))
-			reportFreeError(p, err);
-}
 
 void freePinned(void *p)
 {
 	if (!p)
 		return;
-	bool now = false;
-	{
-		std::lock_guard<std::mutex> g(gPinnedLock);
-		auto it = gPinned.find(p);
-		if (it == gPinned.end()) {
-			now = true;  // not tracked (cannot happen): free it anyway
-		} else if (pruneUses(it->second)) {
-			gPinned.erase(it);
-			now = true;
-		} else {
-			it->second.freed = true;  // parked until its copies are done
-		}
+	if (npurtError_t err = npurtFreeHost(p)) {
+		if (!gPinnedFreeReported.exchange(true))
+			std::fprintf(stderr, "torch_npurt: npurtFreeHost(%p) failed: %s: %s\n", p,
+			             npurtGetErrorName(err), npurtGetLastErrorMessage());
+		npurtGetLastError();
 	}
-	if (now)
-		if (npurtError_t err = npurtFreeHost(p))
-			reportFreeError(p, err);
-	releaseParked();
 }
 
 class PinnedAllocator final : public c10::Allocator {
 public:
 	c10::DataPtr allocate(size_t n) const override
 	{
-		releaseParked();
 		void *p = nullptr;
-		int dev = checkedDevice(-1);
+		checkedDevice(-1);
 		if (n) {
 			npurtError_t err = npurtMallocHost(&p, n);
 			if (err == npurtErrorHostMemoryAllocation) {
@@ -120,10 +47,6 @@ public:
 				                 " (pinned memory counts against `ulimit -l`)");
 			}
 			check(err, "npurtMallocHost");
-			std::lock_guard<std::mutex> g(gPinnedLock);
-			PinnedBlock &b = gPinned[p];
-			b.size = n;
-			b.device = dev;
 		}
 		return {p, p, &freePinned, c10::Device(c10::DeviceType::CPU)};
 	}
@@ -180,35 +103,12 @@ bool isPinnedByUs(const at::Tensor &t)
 	return t.has_storage() && t.storage().data_ptr().get_deleter() == &freePinned;
 }
 
-void recordHostUse(const at::Tensor &host, npurtStream_t stream)
+npurtHostMemStats hostMemStats(int device)
 {
-	if (!isPinnedByUs(host))
-		return;
-	void *base = host.storage().data();
-	npurtEvent_t ev = nullptr;
-	check(npurtEventCreateWithFlags(&ev, npurtEventDisableTiming), "npurtEventCreateWithFlags");
-	npurtError_t err = npurtEventRecord(ev, stream);
-	if (err != npurtSuccess) {
-		npurtEventDestroy(ev);
-		check(err, "npurtEventRecord");
-	}
-	std::lock_guard<std::mutex> g(gPinnedLock);
-	auto it = gPinned.find(base);
-	if (it == gPinned.end()) {
-		npurtEventDestroy(ev);
-		return;
-	}
-	pruneUses(it->second);
-	it->second.uses.push_back(ev);
-}
-
-size_t parkedPinnedBlocks()
-{
-	std::lock_guard<std::mutex> g(gPinnedLock);
-	size_t n = 0;
-	for (auto &kv : gPinned)
-		n += kv.second.freed;
-	return n;
+	DeviceScope scope(checkedDevice(device));
+	npurtHostMemStats st{};
+	check(npurtHostMemGetStats(&st), "npurtHostMemGetStats");
+	return st;
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)

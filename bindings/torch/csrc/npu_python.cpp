@@ -385,7 +385,22 @@ PYBIND11_MODULE(_C, m)
 		DeviceScope scope(d);
 		check(npurtStreamRecover(nativeStream(s)), "npurtStreamRecover");
 	});
-	m.def("_parked_pinned_blocks", &parkedPinnedBlocks);
+	m.def("_host_memory_stats", [](int device) {
+		npurtHostMemStats s = hostMemStats(device);
+		py::dict d;
+		d["allocated_bytes.current"] = s.allocatedBytes;
+		d["allocated_bytes.peak"] = s.allocatedBytesPeak;
+		d["reserved_bytes.current"] = s.reservedBytes;
+		d["reserved_bytes.peak"] = s.reservedBytesPeak;
+		d["parked_blocks"] = s.parkedBlocks;
+		d["cached_blocks"] = s.cachedBlocks;
+		d["num_host_alloc"] = s.hostAllocs;
+		d["num_host_free"] = s.hostFrees;
+		d["allocation.allocated"] = s.allocCalls;
+		d["allocation.freed"] = s.freeCalls;
+		d["cache_hits"] = s.cacheHits;
+		return d;
+	});
 	// Tensor.set_(storage) for an NPU storage: torch 1.13's argument parser
 	// rejects storages of PrivateUse1 ("Invalid device for storage").
 	m.def("_set_storage", [](at::Tensor self, py::object storage, int64_t offset,

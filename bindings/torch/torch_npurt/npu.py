@@ -24,7 +24,7 @@ __all__ = [
     "get_device_name", "get_device_properties", "device", "torch_device",
     "Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-    "memory_stats", "memory_summary", "reset_peak_memory_stats", "empty_cache",
+    "memory_stats", "host_memory_stats", "memory_summary", "reset_peak_memory_stats", "empty_cache",
     "mem_get_info", "manual_seed", "manual_seed_all", "OutOfMemoryError",
     "profiler", "set_call_sites", "call_sites",
 ]
@@ -285,6 +285,12 @@ class Event:
 def memory_stats(device=None):
     """The pool's statistics (libnpurt's npurtMemGetStats) with torch.cuda's keys."""
     return dict(_C._memory_stats(_index(device)))
+
+
+def host_memory_stats(device=None):
+    """The pinned-memory pool's statistics (npurtHostMemGetStats), keys as
+    torch.cuda.host_memory_stats's where they exist."""
+    return dict(_C._host_memory_stats(_index(device)))
 
 
 def memory_allocated(device=None):

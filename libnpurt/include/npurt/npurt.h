@@ -192,9 +192,33 @@ NPURT_API npurtError_t npurtMemGetStats(npurtMemStats *stats);
 NPURT_API npurtError_t npurtMemResetPeakStats(void);
 NPURT_API npurtError_t npurtMemEmptyCache(void);
 
-/* Pinned host memory, mapped in the current context's device. */
+/*
+ * Pinned host memory, mapped in the current context's device, from a
+ * caching pool per context: FreeHost keeps the block pinned for the next
+ * MallocHost (requests round up to a power of two up to 2 MiB, then to
+ * 2 MiB), and does not wait for the device: a block that copies queued
+ * before the free (on any stream of the context) still use is reused only
+ * after they have run. npurtMemEmptyCache gives cached blocks back too; a
+ * MallocHost the OS refuses does so and retries.
+ */
 NPURT_API npurtError_t npurtMallocHost(void **ptr, size_t size);
 NPURT_API npurtError_t npurtFreeHost(void *ptr);
+
+typedef struct npurtHostMemStats {
+	/* Current and peak values since creation or npurtMemResetPeakStats. */
+	uint64_t allocatedBytes, allocatedBytesPeak; /* live blocks (rounded) */
+	uint64_t reservedBytes, reservedBytesPeak; /* pinned: live, parked, cached */
+	uint64_t parkedBlocks; /* freed, waiting for queued copies that use them */
+	uint64_t cachedBlocks; /* freed, ready for reuse */
+	uint64_t hostAllocs; /* blocks pinned from the OS */
+	uint64_t hostFrees; /* blocks given back to the OS */
+	uint64_t allocCalls, freeCalls;
+	uint64_t cacheHits; /* MallocHost calls served from the cache */
+	uint64_t reserved[8];
+} npurtHostMemStats;
+
+/* Statistics of the current context's pinned-memory pool. */
+NPURT_API npurtError_t npurtHostMemGetStats(npurtHostMemStats *stats);
 
 #define npurtHostRegisterDefault 0x00
 #define npurtHostRegisterReadOnly 0x08 /* the device only reads it */

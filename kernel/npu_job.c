@@ -165,7 +165,8 @@ static int npu_job_execute(struct npu_job *job, u64 job_end, u64 *fault_addr,
 		 * each well inside the limit never times out as a whole; the
 		 * job's own bound keeps one job from holding the engine.
 		 */
-		deadline = min(ktime_get_coarse_ns() + timeout, job_end);
+		deadline = min(ktime_get_coarse_ns() + timeout + TICK_NSEC,
+			       job_end);
 		*err_off = off;
 
 		switch (hdr->opcode) {

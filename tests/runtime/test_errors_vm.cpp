@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -29,6 +30,7 @@
 
 #include "npurt/npurt.h"
 #include "npurt/npurt.hpp"
+#include "vm_knobs.h"
 
 extern char **environ;
 
@@ -93,47 +95,11 @@ std::string baseName(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-unsigned long moduleParam(const char *name)
-{
-	std::ifstream f(std::string("/sys/module/npu/parameters/") + name);
-	unsigned long v = 0;
-	f >> v;
-	return v;
-}
-
-// debugfs of NPU `ordinal` (/sys/kernel/debug/dri/<render minor>, the minor
-// of its render node), or "" when fault injection cannot be written.
-std::string debugfsDir(int ordinal)
-{
-	npurtDeviceProp p{};
-	if (npurtGetDeviceProperties(&p, ordinal) != npurtSuccess) {
-		npurtGetLastError();
-		return "";
-	}
-	struct stat st {};
-	if (stat(p.devicePath, &st))
-		return "";
-	std::string dir = "/sys/kernel/debug/dri/" + std::to_string(minor(st.st_rdev));
-	if (access((dir + "/inject_fault").c_str(), W_OK))
-		return "";
-	return dir;
-}
-
-bool writeKnob(int ordinal, const char *knob, unsigned long value)
-{
-	std::string dir = debugfsDir(ordinal);
-	if (dir.empty())
-		return false;
-	std::ofstream f(dir + "/" + knob);
-	f << value << "\n";
-	f.flush();
-	return f.good();
-}
-
-unsigned long latencyUs()
-{
-	return std::min<unsigned long>(150000, moduleParam("job_timeout_ms") * 1000 / 3);
-}
+using vmknobs::debugfsDir;
+using vmknobs::JobLatency;
+using vmknobs::latencyUs;
+using vmknobs::moduleParam;
+using vmknobs::writeKnob;
 
 // Jobs the copy engines of NPU `ordinal` have run (debugfs npu_engines),
 // or -1 if unreadable.
@@ -154,24 +120,36 @@ long long copyJobs(int ordinal)
 	return sum;
 }
 
-// Every job of NPU `ordinal` starts `us` late while this lives.
-class JobLatency {
-public:
-	JobLatency(int ordinal, unsigned long us)
-	    : ordinal_(ordinal), on_(writeKnob(ordinal, "inject_latency_us", us))
-	{}
-	~JobLatency()
+// Anonymous pages registered with npurtHostRegister (null ptr if that
+// failed), unregistered and unmapped at the end unless unregistered first.
+struct RegisteredPages {
+	explicit RegisteredPages(size_t n) : size(n)
 	{
-		if (on_)
-			writeKnob(ordinal_, "inject_latency_us", 0);
+		void *p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		               0);
+		if (p != MAP_FAILED &&
+		    npurtHostRegister(p, n, npurtHostRegisterDefault) == npurtSuccess)
+			ptr = p;
+		else if (p != MAP_FAILED)
+			munmap(p, n);
 	}
-	JobLatency(const JobLatency &) = delete;
-	JobLatency &operator=(const JobLatency &) = delete;
-	bool on() const { return on_; }
-
-private:
-	int ordinal_;
-	bool on_;
+	~RegisteredPages()
+	{
+		if (ptr && registered)
+			npurtHostUnregister(ptr);
+		if (ptr)
+			munmap(ptr, size);
+	}
+	RegisteredPages(const RegisteredPages &) = delete;
+	RegisteredPages &operator=(const RegisteredPages &) = delete;
+	npurtError_t unregister()
+	{
+		registered = false;
+		return npurtHostUnregister(ptr);
+	}
+	void *ptr = nullptr;
+	size_t size;
+	bool registered = true;
 };
 
 struct ChildResult {
@@ -489,8 +467,10 @@ TEST_F(StreamFaults, FaultInsideABatchNamesItsTask)
 	const size_t n = 64 << 10;
 	npurtStream_t s = stream();
 	unsigned char *d = deviceAlloc(n, 0x11);
-	void *h = nullptr;
-	ASSERT_EQ(npurtMallocHost(&h, n), npurtSuccess) << lastMessage();
+	// Registered memory: unregistering unmaps it at once (freed pinned
+	// memory stays mapped until its queued copies have run).
+	RegisteredPages host(n);
+	void *h = host.ptr;
 	ASSERT_TRUE(s && d && h);
 	int line = 0;
 	{
@@ -504,7 +484,7 @@ TEST_F(StreamFaults, FaultInsideABatchNamesItsTask)
 		ASSERT_EQ(npurtMemcpyAsync(d, h, n, npurtMemcpyHostToDevice, s), npurtSuccess);
 		ASSERT_EQ(npurtMemsetAsync(d, 4, n, s), npurtSuccess) << lastMessage();
 		// Unmapped before the batch runs: task 3 faults.
-		ASSERT_EQ(npurtFreeHost(h), npurtSuccess) << lastMessage();
+		ASSERT_EQ(host.unregister(), npurtSuccess) << lastMessage();
 		EXPECT_EQ(npurtStreamSynchronize(s), npurtErrorDeviceFault);
 	}
 	std::string msg = lastMessage();
@@ -548,8 +528,8 @@ TEST_F(StreamFaults, FaultInABatchOfLargeCopiesNamesItsTask)
 	npurtStream_t s = stream();
 	unsigned char *a = deviceAlloc(n, 0x11), *b = deviceAlloc(n, 0x22);
 	unsigned char *c = deviceAlloc(n, 0x33);
-	void *h = nullptr;
-	ASSERT_EQ(npurtMallocHost(&h, n), npurtSuccess) << lastMessage();
+	RegisteredPages host(n);  // unregistering unmaps it at once
+	void *h = host.ptr;
 	ASSERT_TRUE(s && a && b && c && h);
 	int line = 0;
 	{
@@ -562,7 +542,7 @@ TEST_F(StreamFaults, FaultInABatchOfLargeCopiesNamesItsTask)
 		ASSERT_EQ(npurtMemcpyAsync(b, h, n, npurtMemcpyHostToDevice, s), npurtSuccess);
 		ASSERT_EQ(npurtMemcpyAsync(c, a, n, npurtMemcpyDeviceToDevice, s), npurtSuccess);
 		// Unmapped before the batch runs: task 4 faults.
-		ASSERT_EQ(npurtFreeHost(h), npurtSuccess) << lastMessage();
+		ASSERT_EQ(host.unregister(), npurtSuccess) << lastMessage();
 		EXPECT_EQ(npurtStreamSynchronize(s), npurtErrorDeviceFault);
 	}
 	std::string msg = lastMessage();

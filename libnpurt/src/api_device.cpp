@@ -8,6 +8,8 @@ using npurt::Runtime;
 
 using npurt::nullArgument;
 
+static_assert(sizeof(npurtDeviceProp) == 448, "npurtDeviceProp is ABI: grow it into reserved");
+
 extern "C" {
 
 npurtError_t npurtRuntimeGetVersion(int *version)
@@ -97,6 +99,131 @@ npurtError_t npurtGetDevice(int *device)
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException("npurtGetDevice");
+	}
+}
+
+npurtError_t npurtDeviceGetAttribute(int *value, npurtDeviceAttr attr, int device)
+{
+	try {
+		if (!value)
+			return nullArgument("npurtDeviceGetAttribute", "value");
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		if (npurtError_t err = rt.checkOrdinal(device, "npurtDeviceGetAttribute"))
+			return err;
+		const npurtDeviceProp &p = rt.device(device).prop();
+		switch (attr) {
+		case npurtDevAttrClockRate:
+			*value = p.clockRate;
+			break;
+		case npurtDevAttrGpuOverlap:
+			*value = p.deviceOverlap;
+			break;
+		case npurtDevAttrMultiProcessorCount:
+			*value = p.multiProcessorCount;
+			break;
+		case npurtDevAttrKernelExecTimeout:
+			*value = p.kernelExecTimeoutEnabled;
+			break;
+		case npurtDevAttrIntegrated:
+			*value = p.integrated;
+			break;
+		case npurtDevAttrCanMapHostMemory:
+			*value = p.canMapHostMemory;
+			break;
+		case npurtDevAttrComputeMode:
+			*value = p.computeMode;
+			break;
+		case npurtDevAttrConcurrentKernels:
+			*value = p.concurrentKernels;
+			break;
+		case npurtDevAttrEccEnabled:
+			*value = p.ECCEnabled;
+			break;
+		case npurtDevAttrPciBusId:
+			*value = p.pciBusID;
+			break;
+		case npurtDevAttrPciDeviceId:
+			*value = p.pciDeviceID;
+			break;
+		case npurtDevAttrAsyncEngineCount:
+			*value = p.asyncEngineCount;
+			break;
+		case npurtDevAttrUnifiedAddressing:
+			*value = p.unifiedAddressing;
+			break;
+		case npurtDevAttrPciDomainId:
+			*value = p.pciDomainID;
+			break;
+		case npurtDevAttrComputeCapabilityMajor:
+			*value = p.major;
+			break;
+		case npurtDevAttrComputeCapabilityMinor:
+			*value = p.minor;
+			break;
+		case npurtDevAttrStreamPrioritiesSupported:
+			*value = p.streamPrioritiesSupported;
+			break;
+		case npurtDevAttrManagedMemory:
+			*value = p.managedMemory;
+			break;
+		case npurtDevAttrIsMultiGpuBoard:
+			*value = p.isMultiGpuBoard;
+			break;
+		case npurtDevAttrHostRegisterSupported:
+			*value = p.hostRegisterSupported;
+			break;
+		case npurtDevAttrMemoryPoolsSupported:
+			*value = p.memoryPoolsSupported;
+			break;
+		default:
+			return npurt::setError(npurtErrorInvalidValue,
+			                       "npurtDeviceGetAttribute: attribute " +
+			                               std::to_string(static_cast<int>(attr)) +
+			                               " has no meaning for an NPU");
+		}
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtDeviceGetAttribute");
+	}
+}
+
+npurtError_t npurtSetDeviceFlags(unsigned int flags)
+{
+	try {
+		if (flags & ~static_cast<unsigned>(npurtDeviceMask))
+			return npurt::setError(npurtErrorInvalidValue,
+			                       "npurtSetDeviceFlags: unknown flags " +
+			                               npurt::hexAddr(flags & ~npurtDeviceMask));
+		unsigned schedule = flags & npurtDeviceScheduleMask;
+		if (schedule & (schedule - 1))
+			return npurt::setError(
+			        npurtErrorInvalidValue,
+			        "npurtSetDeviceFlags: more than one schedule flag in " +
+			                npurt::hexAddr(flags));
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		rt.device(npurt::threadDevice()).setFlags(flags);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtSetDeviceFlags");
+	}
+}
+
+npurtError_t npurtGetDeviceFlags(unsigned int *flags)
+{
+	try {
+		if (!flags)
+			return nullArgument("npurtGetDeviceFlags", "flags");
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		*flags = rt.device(npurt::threadDevice()).flags() | npurtDeviceMapHost;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtGetDeviceFlags");
 	}
 }
 

@@ -278,25 +278,106 @@ npurtError_t npurtMemEmptyCache(void)
 	}
 }
 
+namespace {
+
+npurtError_t hostAlloc(const char *api, void **ptr, size_t size, unsigned flags)
+{
+	if (!ptr)
+		return nullArgument(api, "ptr");
+	constexpr unsigned kKnown =
+	        npurtHostAllocPortable | npurtHostAllocMapped | npurtHostAllocWriteCombined;
+	if (flags & ~kKnown)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": unknown flags " + hexAddr(flags & ~kKnown));
+	if (!size) {
+		*ptr = nullptr;
+		return npurtSuccess;
+	}
+	if (size > (1ull << 40))
+		return setError(npurtErrorInvalidValue, std::string(api) + ": " +
+		                                                std::to_string(size) +
+		                                                " bytes is too large");
+	Context *c = nullptr;
+	if (npurtError_t err = current(&c, api))
+		return err;
+	// Pinned memory is always mapped (unified addressing).
+	return c->hostPool().allocate(size, flags | npurtHostAllocMapped, ptr, api);
+}
+
+}  // namespace
+
 npurtError_t npurtMallocHost(void **ptr, size_t size)
 {
 	try {
-		if (!ptr)
-			return nullArgument("npurtMallocHost", "ptr");
-		if (!size) {
-			*ptr = nullptr;
-			return npurtSuccess;
-		}
-		if (size > (1ull << 40))
-			return setError(npurtErrorInvalidValue,
-			                "npurtMallocHost: " + std::to_string(size) +
-			                        " bytes is too large");
-		Context *c = nullptr;
-		if (npurtError_t err = current(&c, "npurtMallocHost"))
-			return err;
-		return c->hostPool().allocate(size, ptr, "npurtMallocHost");
+		return hostAlloc("npurtMallocHost", ptr, size, npurtHostAllocDefault);
 	} catch (...) {
 		return npurt::errorFromException("npurtMallocHost");
+	}
+}
+
+npurtError_t npurtHostAlloc(void **ptr, size_t size, unsigned int flags)
+{
+	try {
+		return hostAlloc("npurtHostAlloc", ptr, size, flags);
+	} catch (...) {
+		return npurt::errorFromException("npurtHostAlloc");
+	}
+}
+
+npurtError_t npurtHostGetDevicePointer(void **devPtr, void *hostPtr, unsigned int flags)
+{
+	try {
+		const char *api = "npurtHostGetDevicePointer";
+		if (!devPtr)
+			return nullArgument(api, "devPtr");
+		if (flags)
+			return setError(npurtErrorInvalidValue, std::string(api) +
+			                                                ": flags must be 0, not " +
+			                                                std::to_string(flags));
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, api))
+			return err;
+		uint64_t base = 0;
+		Runtime::HostRange r{};
+		if (!Runtime::instance().findHostRange(addrOf(hostPtr), &base, &r) ||
+		    addrOf(hostPtr) < r.userBase || addrOf(hostPtr) - r.userBase >= r.userSize)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": " + hexAddr(addrOf(hostPtr)) +
+			                        " is not pinned or registered host memory");
+		if (r.ctx != c)
+			return setError(
+			        npurtErrorInvalidValue,
+			        std::string(api) + ": " + hexAddr(addrOf(hostPtr)) +
+			                " is mapped in another context than the current one");
+		// Unified addressing: the device sees host memory at its address.
+		*devPtr = hostPtr;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtHostGetDevicePointer");
+	}
+}
+
+npurtError_t npurtHostGetFlags(unsigned int *flags, void *hostPtr)
+{
+	try {
+		const char *api = "npurtHostGetFlags";
+		if (!flags)
+			return nullArgument(api, "flags");
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		uint64_t base = 0;
+		Runtime::HostRange r{};
+		if (!rt.findHostRange(addrOf(hostPtr), &base, &r) || !r.pinned ||
+		    addrOf(hostPtr) < r.userBase || addrOf(hostPtr) - r.userBase >= r.userSize)
+			return setError(
+			        npurtErrorInvalidValue,
+			        std::string(api) + ": " + hexAddr(addrOf(hostPtr)) +
+			                " is not memory from npurtHostAlloc or npurtMallocHost");
+		*flags = r.flags;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtHostGetFlags");
 	}
 }
 
@@ -344,7 +425,13 @@ npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags)
 			return nullArgument("npurtHostRegister", "ptr");
 		if (!size)
 			return setError(npurtErrorInvalidValue, "npurtHostRegister: size is 0");
-		if (flags & ~static_cast<unsigned int>(npurtHostRegisterReadOnly))
+		if (flags & npurtHostRegisterIoMemory)
+			return setError(npurtErrorNotSupported,
+			                "npurtHostRegister: npurtHostRegisterIoMemory: the NPU "
+			                "cannot map I/O memory");
+		constexpr unsigned kKnown = npurtHostRegisterPortable | npurtHostRegisterMapped |
+		                            npurtHostRegisterReadOnly;
+		if (flags & ~kKnown)
 			return setError(npurtErrorInvalidValue,
 			                "npurtHostRegister: unknown flags " + hexAddr(flags));
 		uint64_t start = addrOf(ptr) & ~(kPage - 1);
@@ -390,7 +477,13 @@ npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags)
 			return setError(npurt::errorFromErrno(ret),
 			                npurt::osMessage("npurtHostRegister: pinning", ret));
 		ret = c->bind(handle, start, end - start, readonly);
-		Runtime::HostRange r{end - start, addrOf(ptr), size, c, handle, false};
+		Runtime::HostRange r{end - start,
+		                     addrOf(ptr),
+		                     size,
+		                     c,
+		                     handle,
+		                     false,
+		                     flags | npurtHostRegisterMapped};
 		if (ret || !rt.addHostRange(start, r)) {
 			if (!ret)
 				c->unbind(start, end - start);
@@ -488,6 +581,17 @@ npurtError_t npurtMemcpy(void *dst, const void *src, size_t count, npurtMemcpyKi
 	}
 }
 
+npurtError_t npurtMemcpy_ptds(void *dst, const void *src, size_t count, npurtMemcpyKind kind)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return npurt::planCopy("npurtMemcpy", dst, src, count, kind, npurtStreamPerThread,
+		                       true, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpy");
+	}
+}
+
 npurtError_t npurtMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
                                 size_t width, size_t height, npurtMemcpyKind kind,
                                 npurtStream_t stream)
@@ -508,6 +612,18 @@ npurtError_t npurtMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spi
 	try {
 		return copy2D("npurtMemcpy2D", dst, dpitch, src, spitch, width, height, kind,
 		              nullptr, true, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpy2D");
+	}
+}
+
+npurtError_t npurtMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                size_t width, size_t height, npurtMemcpyKind kind)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return copy2D("npurtMemcpy2D", dst, dpitch, src, spitch, width, height, kind,
+		              npurtStreamPerThread, true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemcpy2D");
 	}
@@ -552,6 +668,17 @@ npurtError_t npurtMemset(void *devPtr, int value, size_t count)
 	}
 }
 
+npurtError_t npurtMemset_ptds(void *devPtr, int value, size_t count)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return npurt::planFill("npurtMemset", devPtr, value, count, npurtStreamPerThread,
+		                       true, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemset");
+	}
+}
+
 npurtError_t npurtIpcGetMemHandle(npurtIpcMemHandle_t *handle, void *devPtr)
 {
 	try {
@@ -565,25 +692,24 @@ npurtError_t npurtIpcGetMemHandle(npurtIpcMemHandle_t *handle, void *devPtr)
 		size_t size = 0;
 		Context *owner =
 		        Runtime::instance().findDeviceMemory(addrOf(devPtr), c, &base, &size);
-		uint64_t segBase = 0, segSize = 0;
-		uint32_t bo = 0;
-		if (!owner || !owner->findSegment(addrOf(devPtr), &segBase, &segSize, &bo))
+		if (!owner)
 			return setError(npurtErrorInvalidValue,
 			                std::string(api) + ": " + hexAddr(addrOf(devPtr)) +
 			                        " is not live memory from npurtMalloc");
-		drm_prime_handle p{};
-		p.handle = bo;
-		p.flags = DRM_CLOEXEC | DRM_RDWR;
-		int ret = owner->node().ioctl(DRM_IOCTL_PRIME_HANDLE_TO_FD, &p);
-		if (ret)
-			return setError(npurt::errorFromErrno(ret),
-			                npurt::osMessage(std::string(api) + ": exporting", ret));
+		uint64_t segBase = 0, segSize = 0, inode = 0;
+		int fd = -1;
+		if (npurtError_t err = owner->exportSegment(addrOf(devPtr), &segBase, &segSize, &fd,
+		                                            &inode, api))
+			return err;
 		*handle = npurtIpcMemHandle_t{};
-		handle->fd = p.fd;
+		handle->fd = fd;
 		handle->deviceIndex =
 		        Runtime::instance().device(owner->ordinal()).prop().deviceIndex;
 		handle->offset = addrOf(devPtr) - segBase;
 		handle->size = segSize;
+		handle->pid = getpid();
+		handle->magic = NPURT_IPC_HANDLE_MAGIC;
+		handle->inode = inode;
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException("npurtIpcGetMemHandle");

@@ -1,11 +1,15 @@
 // C API: streams, events, host functions, op launch, error callback,
 // call sites and the profiler's switches.
+#include <unistd.h>
+
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "context.h"
 #include "error.h"
+#include "ipc.h"
 #include "npu_drm.h"
 #include "runtime.h"
 #include "stream.h"
@@ -306,10 +310,10 @@ npurtError_t npurtStreamDestroy(npurtStream_t stream)
 		Stream *s = nullptr;
 		if (npurtError_t err = npurt::resolveStream(stream, &s, "npurtStreamDestroy"))
 			return err;
-		if (s->isDefault())
+		if (s->isDefault() || s->perThread())
 			return setError(npurtErrorInvalidHandle,
-			                "npurtStreamDestroy: a context's default stream cannot be "
-			                "destroyed");
+			                "npurtStreamDestroy: a default stream cannot be destroyed "
+			                "(the context's, or a thread's npurtStreamPerThread)");
 		npurt::destroyStreamForContext(s);
 		return npurtSuccess;
 	} catch (...) {
@@ -446,22 +450,105 @@ npurtError_t npurtEventCreateWithFlags(npurtEvent_t *event, unsigned int flags)
 	try {
 		if (!event)
 			return nullArgument("npurtEventCreate", "event");
-		unsigned known =
-		        npurtEventBlockingSync | npurtEventDisableTiming | npurtEventTiming;
+		unsigned known = npurtEventBlockingSync | npurtEventDisableTiming |
+		                 npurtEventTiming | npurtEventInterprocess;
 		if (flags & ~known)
 			return setError(npurtErrorInvalidValue,
-			                "npurtEventCreate: unknown flags " + hex(flags));
+			                "npurtEventCreate: unknown flags " + hex(flags & ~known));
 		if ((flags & npurtEventTiming) && (flags & npurtEventDisableTiming))
 			return setError(
 			        npurtErrorInvalidValue,
 			        "npurtEventCreate: npurtEventTiming and npurtEventDisableTiming "
 			        "contradict each other");
-		auto *ev = new Event(flags);
-		npurt::registerEvent(ev);
-		*event = ev;
+		if ((flags & npurtEventInterprocess) && !(flags & npurtEventDisableTiming))
+			return setError(npurtErrorInvalidValue,
+			                "npurtEventCreate: an npurtEventInterprocess event needs "
+			                "npurtEventDisableTiming (as in CUDA)");
+		auto ev = std::make_unique<Event>(flags);
+		if (flags & npurtEventInterprocess) {
+			npurt::Context *c = nullptr;
+			if (npurtError_t err =
+			            Runtime::instance().currentContext(&c, "npurtEventCreate"))
+				return err;
+			if (npurtError_t err = ev->makeInterprocess(*c, "npurtEventCreate"))
+				return err;
+		}
+		npurt::registerEvent(ev.get());
+		*event = ev.release();
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException("npurtEventCreate");
+	}
+}
+
+npurtError_t npurtIpcGetEventHandle(npurtIpcEventHandle_t *handle, npurtEvent_t event)
+{
+	try {
+		const char *api = "npurtIpcGetEventHandle";
+		if (!handle)
+			return nullArgument(api, "handle");
+		Event *ev = nullptr;
+		if (npurtError_t err = npurt::resolveEvent(event, &ev, api))
+			return err;
+		if (!ev->interprocess())
+			return setError(
+			        npurtErrorInvalidValue,
+			        std::string(api) +
+			                ": the event was not created with npurtEventInterprocess");
+		int fd = -1;
+		uint64_t inode = 0;
+		if (npurtError_t err = ev->exportInterprocess(&fd, &inode, api))
+			return err;
+		*handle = npurtIpcEventHandle_t{};
+		handle->fd = fd;
+		handle->pid = getpid();
+		handle->magic = NPURT_IPC_EVENT_MAGIC;
+		handle->inode = inode;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtIpcGetEventHandle");
+	}
+}
+
+npurtError_t npurtIpcOpenEventHandle(npurtEvent_t *event, npurtIpcEventHandle_t handle)
+{
+	try {
+		const char *api = "npurtIpcOpenEventHandle";
+		if (!event)
+			return nullArgument(api, "event");
+		if (handle.magic != NPURT_IPC_EVENT_MAGIC || handle.fd < 0)
+			return setError(
+			        npurtErrorInvalidValue,
+			        std::string(api) +
+			                ": the handle is not one npurtIpcGetEventHandle made");
+		npurt::Context *c = nullptr;
+		if (npurtError_t err = Runtime::instance().currentContext(&c, api))
+			return err;
+		int fd = -1;
+		bool owned = false;
+		if (npurtError_t err = npurt::takeIpcDescriptor(handle.pid, handle.fd, handle.inode,
+		                                                api, &fd, &owned))
+			return err;
+		drm_syncobj_handle h{};
+		h.fd = fd;
+		int ret = c->node().ioctl(DRM_IOCTL_SYNCOBJ_FD_TO_HANDLE, &h);
+		if (owned)
+			close(fd);
+		if (ret)
+			return setError(ret == -EINVAL ? npurtErrorInvalidHandle
+			                               : npurt::errorFromErrno(ret),
+			                npurt::osMessage(std::string(api) + ": importing", ret));
+		auto tl = std::make_shared<npurt::Timeline>();
+		tl->file = c->file();
+		tl->syncobj = h.handle;
+		tl->ordinal = c->ordinal();
+		auto ev = std::make_unique<Event>(npurtEventInterprocess | npurtEventDisableTiming);
+		ev->adoptInterprocess(std::move(tl));
+		npurt::registerEvent(ev.get());
+		*event = ev.release();
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtIpcOpenEventHandle");
 	}
 }
 
@@ -599,9 +686,40 @@ npurtError_t npurtLaunchHostFunc(npurtStream_t stream, npurtHostFn_t fn, void *u
 		t.api = api;
 		t.label = "host function";
 		t.site = npurt::takeCallSite(ra);
-		return s->hostFunc(fn, userData, t);
+		return s->hostFunc([fn, userData](npurtError_t) { fn(userData); }, false, t);
 	} catch (...) {
 		return npurt::errorFromException("npurtLaunchHostFunc");
+	}
+}
+
+npurtError_t npurtStreamAddCallback(npurtStream_t stream, npurtStreamCallback_t callback,
+                                    void *userData, unsigned int flags)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		const char *api = "npurtStreamAddCallback";
+		if (!callback)
+			return nullArgument(api, "callback");
+		if (flags)
+			return setError(npurtErrorInvalidValue, std::string(api) +
+			                                                ": flags must be 0, not " +
+			                                                std::to_string(flags));
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+			return err;
+		npurt::TaskInfo t;
+		t.api = api;
+		t.label = "stream callback";
+		t.site = npurt::takeCallSite(ra);
+		// The callback is given the handle its caller passed (NULL for
+		// the default stream), as CUDA's is.
+		return s->hostFunc(
+		        [callback, stream, userData](npurtError_t status) {
+			        callback(stream, status, userData);
+		        },
+		        true, t);
+	} catch (...) {
+		return npurt::errorFromException("npurtStreamAddCallback");
 	}
 }
 

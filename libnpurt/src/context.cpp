@@ -1,8 +1,10 @@
 #include "context.h"
 
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "error.h"
+#include "ipc.h"
 #include "npu_drm.h"
 #include "stream.h"
 
@@ -207,6 +210,10 @@ void Context::freeSegment(uint64_t addr, size_t size)
 		if (it == segments_.end())
 			return;
 		handle = it->second.handle;
+		// Handles of it no longer open (importers keep their own
+		// references to the memory).
+		if (it->second.exportFd >= 0)
+			close(it->second.exportFd);
 		segments_.erase(it);
 	}
 	unbind(addr, size);
@@ -270,15 +277,50 @@ bool Context::findDeviceRange(uint64_t addr, uint64_t *base, size_t *size)
 	return true;
 }
 
+npurtError_t Context::exportSegment(uint64_t addr, uint64_t *segBase, uint64_t *segSize, int *fd,
+                                    uint64_t *inode, const char *api)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	auto it = segments_.upper_bound(addr);
+	if (it == segments_.begin() || addr - std::prev(it)->first >= std::prev(it)->second.size)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": " + hex(addr) +
+		                        " is not live memory from npurtMalloc");
+	--it;
+	Range &r = it->second;
+	if (r.exportFd < 0) {
+		drm_prime_handle p{};
+		p.handle = r.handle;
+		p.flags = DRM_CLOEXEC | DRM_RDWR;
+		if (int ret = node_.ioctl(DRM_IOCTL_PRIME_HANDLE_TO_FD, &p))
+			return setError(errorFromErrno(ret),
+			                osMessage(std::string(api) + ": exporting", ret));
+		r.exportFd = p.fd;
+		r.inode = descriptorInode(p.fd);
+	}
+	*segBase = it->first;
+	*segSize = r.size;
+	*fd = r.exportFd;
+	*inode = r.inode;
+	return npurtSuccess;
+}
+
 npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 {
-	if (h.fd < 0 || !h.size || h.offset >= h.size)
+	if (h.magic != NPURT_IPC_HANDLE_MAGIC || h.fd < 0 || !h.size || h.offset >= h.size)
 		return setError(
 		        npurtErrorInvalidValue,
 		        "npurtIpcOpenMemHandle: the handle is not one npurtIpcGetMemHandle made");
+	int fd = -1;
+	bool owned = false;
+	if (npurtError_t err =
+	            takeIpcDescriptor(h.pid, h.fd, h.inode, "npurtIpcOpenMemHandle", &fd, &owned))
+		return err;
 	drm_prime_handle p{};
-	p.fd = h.fd;
+	p.fd = fd;
 	int ret = node_.ioctl(DRM_IOCTL_PRIME_FD_TO_HANDLE, &p);
+	if (owned)
+		close(fd);
 	if (ret)
 		return setError(
 		        ret == -EBADF || ret == -EINVAL || ret == -EOPNOTSUPP
@@ -640,6 +682,40 @@ bool Context::wait(uint64_t marker, int64_t deadlineNs)
 	if (m.stream)
 		return m.stream->waitTasks(m.tasks, deadlineNs);
 	return !m.tl || waitPoint(Point{m.tl, m.point}, deadlineNs, false) == 0;
+}
+
+void Context::addQueue(const std::shared_ptr<Timeline> &tl)
+{
+	std::lock_guard<std::mutex> lock(queueMutex_);
+	std::erase_if(queues_, [](const std::weak_ptr<Timeline> &w) { return w.expired(); });
+	queues_.push_back(tl);
+}
+
+std::shared_ptr<Timeline> Context::shareQueue(uint32_t engineClass, uint32_t priority)
+{
+	std::lock_guard<std::mutex> lock(queueMutex_);
+	std::shared_ptr<Timeline> best;
+	for (const auto &w : queues_) {
+		auto tl = w.lock();
+		if (!tl || tl->closed || tl->engineClass != engineClass)
+			continue;
+		const bool better = !best ||
+		                    (tl->priority == priority) > (best->priority == priority) ||
+		                    ((tl->priority == priority) == (best->priority == priority) &&
+		                     tl.use_count() < best.use_count());
+		if (better)
+			best = std::move(tl);
+	}
+	if (best)
+		best->sharers++;
+	return best;
+}
+
+bool Context::closeQueue(Timeline &tl)
+{
+	std::lock_guard<std::mutex> lock(queueMutex_);
+	tl.closed = true;
+	return tl.sharers == 0;
 }
 
 Stream *Context::defaultStream(npurtError_t *err)

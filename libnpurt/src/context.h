@@ -78,6 +78,11 @@ public:
 	int unbind(uint64_t addr, uint64_t size);
 	void closeBo(uint32_t handle);
 
+	// The export of the pool segment holding addr (made once, kept until
+	// the segment goes back to the device): a close-on-exec dma-buf
+	// descriptor of this process, with the inode that names it.
+	npurtError_t exportSegment(uint64_t addr, uint64_t *segBase, uint64_t *segSize, int *fd,
+	                           uint64_t *inode, const char *api);
 	npurtError_t ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr);
 	npurtError_t ipcClose(uint64_t addr);
 
@@ -124,6 +129,16 @@ public:
 	// A slot the device may still write until `point` of `tl` is reached:
 	// reused only after that.
 	void retireTimestampSlot(uint64_t addr, const Point &until);
+
+	// The context's device queues (their timelines), for streams to share
+	// once the driver gives the context no more: the least shared one of
+	// the class, of the same priority if there is one; null if none.
+	void addQueue(const std::shared_ptr<Timeline> &tl);
+	std::shared_ptr<Timeline> shareQueue(uint32_t engineClass, uint32_t priority);
+	// The queue's creator is going: true (and no stream joins it any
+	// more) unless other streams share it, whose jobs go on writing the
+	// creator's completion record.
+	bool closeQueue(Timeline &tl);
 
 	// The context's default stream (NULL), created on first use.
 	Stream *defaultStream(npurtError_t *err);
@@ -189,6 +204,8 @@ private:
 	struct Range {
 		uint64_t size;
 		uint32_t handle;
+		int exportFd = -1;  // segments: the IPC export, if any
+		uint64_t inode = 0;
 	};
 
 	// A registration cache of pageable ranges, as RDMA stacks keep: a
@@ -237,6 +254,8 @@ private:
 		uint64_t point;
 	};
 	std::vector<Retired> retired_;  // slots in reach of running jobs
+	std::mutex queueMutex_;  // guards queues_ and their sharers and closed
+	std::vector<std::weak_ptr<Timeline>> queues_;
 	HostPool hostPool_;  // pinned host memory (npurtMallocHost)
 	CachingAllocator pool_;  // declared last: destroyed first
 };

@@ -89,7 +89,7 @@ npurtError_t HostPool::pinBlock(uint64_t rounded, PinnedBuffer **out, const char
 	return npurtSuccess;
 }
 
-npurtError_t HostPool::allocate(size_t size, void **ptr, const char *api)
+npurtError_t HostPool::allocate(size_t size, unsigned flags, void **ptr, const char *api)
 {
 	const uint64_t rounded = roundSize(size);
 	std::lock_guard<std::mutex> lock(mutex_);
@@ -101,7 +101,7 @@ npurtError_t HostPool::allocate(size_t size, void **ptr, const char *api)
 		return err;
 	}
 	const uint64_t addr = reinterpret_cast<uint64_t>(b->ptr);
-	Runtime::HostRange r{b->size, addr, size, &ctx_, b->handle, true};
+	Runtime::HostRange r{b->size, addr, size, &ctx_, b->handle, true, flags};
 	if (!Runtime::instance().addHostRange(addr, r)) {
 		// Cannot happen (the range is this process's fresh mapping).
 		cached_.emplace(b->size, b);

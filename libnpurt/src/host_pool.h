@@ -41,8 +41,9 @@ public:
 
 	// A block of at least size bytes, pinned, mapped at its host address
 	// in the context, and registered as the context's host range of
-	// exactly size bytes (copies are bounds-checked against it).
-	npurtError_t allocate(size_t size, void **ptr, const char *api);
+	// exactly size bytes (copies are bounds-checked against it), with
+	// the npurtHostAlloc flags given.
+	npurtError_t allocate(size_t size, unsigned flags, void **ptr, const char *api);
 	// Takes back a block allocate() gave; false if ptr is not one (the
 	// caller reports it).
 	bool deallocate(void *ptr);

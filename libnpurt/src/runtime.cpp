@@ -132,6 +132,20 @@ npurtError_t Runtime::discover()
 		p.vaEnd = info.va_end;
 		p.driverApiVersion = encodeVersion(info.api_version);
 		p.emulated = (info.capabilities & DRM_NPU_CAP_EMULATED) ? 1 : 0;
+		p.major = static_cast<int>(info.api_version >> 16);
+		p.minor = static_cast<int>(info.api_version & 0xffff);
+		p.multiProcessorCount = p.computeEngineCount;
+		p.asyncEngineCount = p.copyEngineCount;
+		p.deviceOverlap = p.copyEngineCount > 0 ? 1 : 0;
+		p.concurrentKernels = p.computeEngineCount > 1 ? 1 : 0;
+		p.clockRate = static_cast<int>(std::min<uint64_t>(info.clock_hz / 1000, INT32_MAX));
+		p.unifiedAddressing = 1;
+		p.canMapHostMemory = 1;
+		p.pciDeviceID = static_cast<int>(info.device_index);
+		p.computeMode = npurtComputeModeDefault;
+		p.kernelExecTimeoutEnabled = 1;
+		p.streamPrioritiesSupported = 1;
+		p.hostRegisterSupported = 1;
 		devices.push_back(
 		        {info.device_index, std::make_unique<Device>(std::move(node), p)});
 	}

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <atomic>
 #include <map>
 #include <set>
 
@@ -24,10 +25,14 @@ public:
 	// Immutable after discovery: safe to read from any thread.
 	const npurtDeviceProp &prop() const { return prop_; }
 	os::Device &node() { return *node_; }
+	// npurtSetDeviceFlags: how waits for the device's work behave.
+	unsigned flags() const { return flags_.load(std::memory_order_relaxed); }
+	void setFlags(unsigned f) { flags_.store(f, std::memory_order_relaxed); }
 
 private:
 	std::unique_ptr<os::Device> node_;
 	npurtDeviceProp prop_;
+	std::atomic<unsigned> flags_{0};
 };
 
 class Runtime {
@@ -73,6 +78,7 @@ public:
 		Context *ctx;
 		uint32_t handle;
 		bool pinned;  // MallocHost (else HostRegister)
+		unsigned flags = 0;  // npurtHostAlloc* or npurtHostRegister* given
 	};
 	// Adds a range unless it overlaps one; false if it does.
 	bool addHostRange(uint64_t base, const HostRange &r);

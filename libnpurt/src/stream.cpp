@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "error.h"
+#include "ipc.h"
 #include "npu_drm.h"
 #include "runtime.h"
 
@@ -124,6 +125,43 @@ void syncobjDestroy(os::Device &f, uint32_t handle)
 	drm_syncobj_destroy d{};
 	d.handle = handle;
 	f.ioctl(DRM_IOCTL_SYNCOBJ_DESTROY, &d);
+}
+
+// Puts the fence of point srcPoint of syncobj src (of file from; 0 for a
+// binary one) into the binary syncobj dst of file to: a transfer within
+// one file, a sync_file between files (another context or device).
+int carryFence(os::Device &from, uint32_t src, uint64_t srcPoint, os::Device &to, uint32_t dst)
+{
+	drm_syncobj_transfer t{};
+	t.src_handle = src;
+	t.src_point = srcPoint;
+	if (&from == &to) {
+		t.dst_handle = dst;
+		return from.ioctl(DRM_IOCTL_SYNCOBJ_TRANSFER, &t);
+	}
+	uint32_t tmp = 0;
+	int ret = syncobjCreate(from, &tmp);
+	t.dst_handle = tmp;
+	if (!ret)
+		ret = from.ioctl(DRM_IOCTL_SYNCOBJ_TRANSFER, &t);
+	drm_syncobj_handle h{};
+	h.handle = tmp;
+	h.flags = DRM_SYNCOBJ_HANDLE_TO_FD_FLAGS_EXPORT_SYNC_FILE;
+	h.fd = -1;
+	if (!ret)
+		ret = from.ioctl(DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD, &h);
+	if (tmp)
+		syncobjDestroy(from, tmp);
+	if (!ret) {
+		drm_syncobj_handle in{};
+		in.fd = h.fd;
+		in.handle = dst;
+		in.flags = DRM_SYNCOBJ_FD_TO_HANDLE_FLAGS_IMPORT_SYNC_FILE;
+		ret = to.ioctl(DRM_IOCTL_SYNCOBJ_FD_TO_HANDLE, &in);
+	}
+	if (h.fd >= 0)
+		close(h.fd);
+	return ret;
 }
 
 const char *errorKind(int err)
@@ -286,9 +324,11 @@ std::string TaskInfo::what() const
 
 Timeline::~Timeline()
 {
-	drm_npu_queue_destroy d{};
-	d.queue_id = queueId;
-	file->ioctl(DRM_IOCTL_NPU_QUEUE_DESTROY, &d);
+	if (queueId) {
+		drm_npu_queue_destroy d{};
+		d.queue_id = queueId;
+		file->ioctl(DRM_IOCTL_NPU_QUEUE_DESTROY, &d);
+	}
 	syncobjDestroy(*file, syncobj);
 }
 
@@ -327,23 +367,72 @@ bool spinFor(const drm_npu_queue_completion *rec, uint64_t point, int64_t deadli
 	}
 }
 
+// npurtDeviceScheduleSpin: polls without giving the CPU away.
+bool spinHard(const drm_npu_queue_completion *rec, uint64_t point, int64_t deadlineNs)
+{
+	for (unsigned i = 0;; i++) {
+		if (__atomic_load_n(&rec->completed, __ATOMIC_ACQUIRE) >= point)
+			return true;
+		// The clock is read now and then: under emulation it is slow.
+		if (i % 64 == 0 && monotonicNs() >= deadlineNs)
+			return false;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
+}
+
+// The schedule flag (npurtSetDeviceFlags) of the device a timeline is on.
+unsigned scheduleOf(int ordinal)
+{
+	Runtime &rt = Runtime::instance();
+	if (ordinal < 0 || ordinal >= rt.deviceCount())
+		return npurtDeviceScheduleAuto;
+	return rt.device(ordinal).flags() & npurtDeviceScheduleMask;
+}
+
 }  // namespace
 
 int waitPoint(const Point &p, int64_t deadlineNs, bool spin)
 {
 	if (!p)
 		return 0;
-	// Without spinning, spinFor only looks once.
-	if (const auto *rec = p.tl->record.load(std::memory_order_acquire))
-		if (spinFor(rec, p.value,
-		            std::min(deadlineNs, monotonicNs() + (spin ? spinNs() : 0))))
-			return 0;
 	drm_syncobj_timeline_wait w{};
 	uint32_t handle = p.tl->syncobj;
 	uint64_t point = p.value;
 	w.handles = reinterpret_cast<uintptr_t>(&handle);
 	w.points = reinterpret_cast<uintptr_t>(&point);
 	w.count_handles = 1;
+	if (const auto *rec = p.tl->record.load(std::memory_order_acquire)) {
+		// Without spinning (a poll, a blocking-sync event or device),
+		// spinFor only looks once.
+		const unsigned mode =
+		        spin ? scheduleOf(p.tl->ordinal) : npurtDeviceScheduleBlockingSync;
+		if (mode == npurtDeviceScheduleSpin || mode == npurtDeviceScheduleYield) {
+			// Polls until the deadline, asking the kernel every 10 ms
+			// too: a record write that faulted is dropped.
+			constexpr int64_t kAskKernelNs = 10'000'000;
+			for (;;) {
+				const int64_t until =
+				        std::min(deadlineNs, monotonicNs() + kAskKernelNs);
+				if (mode == npurtDeviceScheduleSpin ? spinHard(rec, p.value, until)
+				                                    : spinFor(rec, p.value, until))
+					return 0;
+				if (until >= deadlineNs)
+					break;
+				w.timeout_nsec = 0;
+				if (int r = p.tl->file->ioctl(DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT, &w);
+				    r != -ETIME)
+					return r;
+			}
+		} else if (spinFor(rec, p.value,
+		                   std::min(deadlineNs,
+		                            monotonicNs() + (mode == npurtDeviceScheduleAuto
+		                                                     ? spinNs()
+		                                                     : 0)))) {
+			return 0;
+		}
+	}
 	w.timeout_nsec = deadlineNs;
 	// The kernel sleeps in jiffies, which under emulation can run ahead
 	// of CLOCK_MONOTONIC: an -ETIME before the deadline waits again.
@@ -362,9 +451,9 @@ Stream::~Stream()
 {
 	// Points of this stream outlive it in events; its completion records
 	// do not.
-	for (auto &tl : timelines_)
-		if (tl)
-			tl->record = nullptr;
+	for (int cls = 0; cls < 2; cls++)
+		if (timelines_[cls] && doneSlot_[cls])
+			timelines_[cls]->record = nullptr;
 	{
 		std::unique_lock<std::mutex> lock(mutex_);
 		stopping_ = true;
@@ -391,9 +480,11 @@ Stream::~Stream()
 	Point last = lastClass_ >= 0 ? Point{timelines_[lastClass_], last_[lastClass_]} : Point{};
 	// Freed memory waiting for this stream's tasks waits for this point.
 	ctx_.streamEnded(this, last);
-	for (uint64_t slot : doneSlot_)
-		if (slot)
-			ctx_.retireTimestampSlot(slot, last);
+	// A queue other streams share goes on writing its record: the slot
+	// stays reserved until the context ends.
+	for (int cls = 0; cls < 2; cls++)
+		if (doneSlot_[cls] && (!timelines_[cls] || ctx_.closeQueue(*timelines_[cls])))
+			ctx_.retireTimestampSlot(doneSlot_[cls], last);
 	for (auto &w : waits_)
 		if (w.temporary)
 			syncobjDestroy(ctx_.node(), w.handle);
@@ -418,6 +509,23 @@ npurtError_t Stream::ensureTimeline(uint32_t engineClass)
 	              : priority_ > 0 ? DRM_NPU_PRIORITY_LOW
 	                              : DRM_NPU_PRIORITY_NORMAL;
 	int ret = ctx_.node().ioctl(DRM_IOCTL_NPU_QUEUE_CREATE, &qc);
+	if (ret == -ENOSPC) {
+		// The context has all the queues the driver gives it: share
+		// one, as CUDA's streams share hardware queues. Jobs of the
+		// sharers run in submission order and a failure stops them
+		// all; without a completion record of its own this stream asks
+		// the kernel how its work stands.
+		if (doneSlot_[engineClass])
+			ctx_.freeTimestampSlot(doneSlot_[engineClass]);
+		doneSlot_[engineClass] = 0;
+		if (auto shared = ctx_.shareQueue(engineClass, qc.priority)) {
+			timelines_[engineClass] = std::move(shared);
+			return npurtSuccess;
+		}
+		return setError(npurtErrorMemoryAllocation,
+		                "creating a device queue: the context has the driver's maximum "
+		                "and none of its own to share");
+	}
 	if (ret)
 		return setError(errorFromErrno(ret), osMessage("creating a device queue", ret));
 	auto tl = std::make_shared<Timeline>();
@@ -427,7 +535,9 @@ npurtError_t Stream::ensureTimeline(uint32_t engineClass)
 	tl->engineClass = engineClass;
 	tl->engineId = qc.engine_id;
 	tl->ordinal = ctx_.ordinal();
+	tl->priority = qc.priority;
 	tl->record = completion(static_cast<int>(engineClass));
+	ctx_.addQueue(tl);
 	timelines_[engineClass] = std::move(tl);
 	return npurtSuccess;
 }
@@ -1105,7 +1215,8 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 	return err;
 }
 
-npurtError_t Stream::hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info)
+npurtError_t Stream::hostFunc(std::function<void(npurtError_t)> fn, bool afterFailure,
+                              const TaskInfo &info)
 {
 	if (npurtError_t err = legacyOrder(info.api))
 		return err;
@@ -1115,28 +1226,29 @@ npurtError_t Stream::hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info
 	if (deferred_.empty() && !workerBusy_)
 		if (npurtError_t err = flushWaits(info.api))
 			return err;
-	defer([this, fn, data] {
+	defer([this, fn = std::move(fn), afterFailure, api = info.api] {
 		Point p;
 		{
 			std::scoped_lock l(submitMutex_, mutex_);
 			// Event waits queued ahead of it (a deferred
 			// npurtStreamWaitEvent) become a job it waits for.
-			if (flushWaits("npurtLaunchHostFunc"))
+			if (flushWaits(api))
 				npurtGetLastError();  // the failure stops fn just below
 			if (lastClass_ >= 0)
 				p = {timelines_[lastClass_], last_[lastClass_]};
 		}
 		waitPoint(p, INT64_MAX);
+		npurtError_t status;
 		{
 			std::lock_guard<std::mutex> l(mutex_);
-			// Like later device work, a host function after a failure
-			// does not run.
-			if (checkFailure("npurtLaunchHostFunc") != npurtSuccess) {
+			status = checkFailure(api);
+			if (status != npurtSuccess)
 				npurtGetLastError();
-				return;
-			}
 		}
-		fn(data);
+		// Like later device work, a host function after a failure does
+		// not run; a stream callback is told the failure.
+		if (status == npurtSuccess || afterFailure)
+			fn(status);
 	});
 	return npurtSuccess;
 }
@@ -1342,6 +1454,16 @@ npurtError_t Stream::wait(Event &ev, const char *api)
 		});
 		return npurtSuccess;
 	}
+	if (const auto &fence = ev.interprocess()) {
+		// The latest record of any process sharing the event, as its
+		// fence holds it now.
+		std::scoped_lock lock(submitMutex_, mutex_);
+		if (failed_)
+			return setError(failed_, std::string(api) + ": " + failMessage_);
+		if (npurtError_t err = flushBatch(api))
+			return err;
+		return addFenceWait(*fence->file, fence->syncobj, 0, api);
+	}
 	Stream *src = nullptr;
 	uint64_t slot = 0;
 	Context *evCtx = nullptr;
@@ -1363,35 +1485,16 @@ npurtError_t Stream::addWait(const Point &p, const char *api)
 		waits_.push_back({p.tl->syncobj, p.value, false});
 		return npurtSuccess;
 	}
-	// Another context or device: carry the fence over as a sync_file.
-	os::Device &from = *p.tl->file;
-	uint32_t tmp = 0, local = 0;
-	int ret = syncobjCreate(from, &tmp);
-	drm_syncobj_transfer t{};
-	t.src_handle = p.tl->syncobj;
-	t.src_point = p.value;
-	t.dst_handle = tmp;
+	return addFenceWait(*p.tl->file, p.tl->syncobj, p.value, api);
+}
+
+npurtError_t Stream::addFenceWait(os::Device &from, uint32_t syncobj, uint64_t point,
+                                  const char *api)
+{
+	uint32_t local = 0;
+	int ret = syncobjCreate(ctx_.node(), &local);
 	if (!ret)
-		ret = from.ioctl(DRM_IOCTL_SYNCOBJ_TRANSFER, &t);
-	drm_syncobj_handle h{};
-	h.handle = tmp;
-	h.flags = DRM_SYNCOBJ_HANDLE_TO_FD_FLAGS_EXPORT_SYNC_FILE;
-	h.fd = -1;
-	if (!ret)
-		ret = from.ioctl(DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD, &h);
-	if (tmp)
-		syncobjDestroy(from, tmp);
-	if (!ret)
-		ret = syncobjCreate(ctx_.node(), &local);
-	if (!ret) {
-		drm_syncobj_handle in{};
-		in.fd = h.fd;
-		in.handle = local;
-		in.flags = DRM_SYNCOBJ_FD_TO_HANDLE_FLAGS_IMPORT_SYNC_FILE;
-		ret = ctx_.node().ioctl(DRM_IOCTL_SYNCOBJ_FD_TO_HANDLE, &in);
-	}
-	if (h.fd >= 0)
-		close(h.fd);
+		ret = carryFence(from, syncobj, point, ctx_.node(), local);
 	if (ret) {
 		if (local)
 			syncobjDestroy(ctx_.node(), local);
@@ -1408,6 +1511,8 @@ Event::~Event()
 {
 	if (slotCtx_)
 		slotCtx_->freeTimestampSlot(slot_);
+	if (exportFd_ >= 0)
+		close(exportFd_);
 }
 
 Point RecordTicket::wait()
@@ -1433,6 +1538,23 @@ void Event::resolve(Point p, Context *ctx, uint64_t slot)
 	pending_ = false;
 	(void)ctx;
 	(void)slot;
+	if (ipc_) {
+		// The record, for every process sharing the event: the fence of
+		// the point, or a signalled one when there is nothing to wait for.
+		int ret;
+		if (point_) {
+			ret = carryFence(*point_.tl->file, point_.tl->syncobj, point_.value,
+			                 *ipc_->file, ipc_->syncobj);
+		} else {
+			drm_syncobj_array a{};
+			a.handles = reinterpret_cast<uintptr_t>(&ipc_->syncobj);
+			a.count_handles = 1;
+			ret = ipc_->file->ioctl(DRM_IOCTL_SYNCOBJ_SIGNAL, &a);
+		}
+		// Cannot fail for a live syncobj; if it did, this process's own
+		// waits still see the point, which they check as well.
+		(void)ret;
+	}
 	if (ticket_) {
 		std::lock_guard<std::mutex> l(ticket_->mutex);
 		ticket_->point = point_;
@@ -1497,12 +1619,72 @@ Point Event::point(Stream **stream, uint64_t *slot, Context **ctx, int64_t deadl
 	return point_;
 }
 
+namespace {
+
+// Waits for the fence of an interprocess event's syncobj until deadlineNs.
+int waitFence(const Timeline &fence, int64_t deadlineNs)
+{
+	drm_syncobj_wait w{};
+	w.handles = reinterpret_cast<uintptr_t>(&fence.syncobj);
+	w.count_handles = 1;
+	w.timeout_nsec = deadlineNs;
+	int ret;
+	do
+		ret = fence.file->ioctl(DRM_IOCTL_SYNCOBJ_WAIT, &w);
+	while (ret == -ETIME && deadlineNs > 0 && monotonicNs() < deadlineNs);
+	return ret;
+}
+
+}  // namespace
+
+npurtError_t Event::makeInterprocess(Context &ctx, const char *api)
+{
+	drm_syncobj_create c{};
+	c.flags = DRM_SYNCOBJ_CREATE_SIGNALED;  // never recorded: complete
+	if (int ret = ctx.node().ioctl(DRM_IOCTL_SYNCOBJ_CREATE, &c))
+		return setError(errorFromErrno(ret),
+		                osMessage(std::string(api) + ": creating the event's fence", ret));
+	auto tl = std::make_shared<Timeline>();
+	tl->file = ctx.file();
+	tl->syncobj = c.handle;
+	tl->ordinal = ctx.ordinal();
+	ipc_ = std::move(tl);
+	return npurtSuccess;
+}
+
+npurtError_t Event::exportInterprocess(int *fd, uint64_t *inode, const char *api)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	if (exportFd_ < 0) {
+		drm_syncobj_handle h{};
+		h.handle = ipc_->syncobj;
+		h.fd = -1;
+		if (int ret = ipc_->file->ioctl(DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD, &h))
+			return setError(errorFromErrno(ret),
+			                osMessage(std::string(api) + ": exporting the event", ret));
+		exportFd_ = h.fd;
+		exportInode_ = descriptorInode(h.fd);
+	}
+	*fd = exportFd_;
+	*inode = exportInode_;
+	return npurtSuccess;
+}
+
 npurtError_t Event::query(const char *api)
 {
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
 		if (pending_)
 			return npurtErrorNotReady;
+	}
+	if (ipc_) {
+		int ret = waitFence(*ipc_, 0);
+		if (ret == -ETIME)
+			return npurtErrorNotReady;
+		if (ret)
+			return setError(errorFromErrno(ret),
+			                osMessage(std::string(api) + ": waiting", ret));
+		return npurtSuccess;
 	}
 	Stream *s = nullptr;
 	uint64_t slot = 0;
@@ -1530,7 +1712,9 @@ npurtError_t Event::synchronize(int64_t timeoutMs, const char *api)
 			return setError(npurtErrorTimeout,
 			                std::string(api) + ": the event was not recorded in time");
 	}
-	int ret = waitPoint(p, deadline);
+	// A blocking-sync event sleeps at once, whatever the device's flags.
+	int ret = ipc_ ? waitFence(*ipc_, deadline)
+	               : waitPoint(p, deadline, !(flags_ & npurtEventBlockingSync));
 	if (ret == -ETIME)
 		return setError(npurtErrorTimeout, std::string(api) +
 		                                           ": the event did not complete within " +
@@ -1561,12 +1745,74 @@ void destroyStreamForContext(Stream *s)
 	delete s;
 }
 
+namespace {
+
+// The calling thread's per-thread default streams (npurtStreamPerThread),
+// one per context it used, destroyed when the thread exits. A context's
+// destruction destroys them with its other streams: an entry is checked
+// against the live streams whenever some stream was destroyed.
+class PerThreadStreams {
+public:
+	~PerThreadStreams()
+	{
+		for (auto &e : entries_)
+			if (live(e.stream))
+				destroyStreamForContext(e.stream);
+	}
+	Stream *get(Context &c)
+	{
+		const uint64_t generation = gStreamGeneration.load(std::memory_order_acquire);
+		for (auto &e : entries_) {
+			if (e.ctx != &c)
+				continue;
+			if (e.generation == generation ||
+			    (live(e.stream) && &e.stream->ctx() == &c)) {
+				e.generation = generation;
+				return e.stream;
+			}
+			e.stream = createPerThread(c);
+			e.generation = gStreamGeneration.load(std::memory_order_acquire);
+			return e.stream;
+		}
+		Stream *st = createPerThread(c);
+		entries_.push_back({&c, st, gStreamGeneration.load(std::memory_order_acquire)});
+		return st;
+	}
+
+private:
+	struct Entry {
+		Context *ctx;
+		Stream *stream;
+		uint64_t generation;
+	};
+	static bool live(Stream *st)
+	{
+		std::lock_guard<std::mutex> lock(gHandleMutex);
+		return gStreams.count(st) != 0;
+	}
+	static Stream *createPerThread(Context &c)
+	{
+		// Blocking, as CUDA's: it orders against the legacy default stream.
+		Stream *st = createStreamForContext(c, npurtStreamDefault, 0, false);
+		st->markPerThread();
+		return st;
+	}
+	std::vector<Entry> entries_;
+};
+
+}  // namespace
+
 npurtError_t resolveStream(npurtStream_t handle, Stream **out, const char *api)
 {
-	if (!handle) {
+	if (!handle || handle == npurtStreamLegacy || handle == npurtStreamPerThread) {
 		Context *c = nullptr;
 		if (npurtError_t err = Runtime::instance().currentContext(&c, api))
 			return err;
+		if (handle == npurtStreamPerThread) {
+			thread_local PerThreadStreams perThread;
+			*out = perThread.get(*c);
+			return npurtSuccess;
+		}
 		npurtError_t err = npurtSuccess;
 		*out = c->defaultStream(&err);
 		return err;

@@ -33,6 +33,11 @@ struct Timeline {
 	uint32_t engineClass = 0;
 	uint32_t engineId = 0;
 	int ordinal = 0;
+	uint32_t priority = 0;  // drm_npu_priority
+	// Streams using the queue besides its creator, and whether its creator
+	// is gone and no stream may join (Context::queueMutex_ guards both).
+	int sharers = 0;
+	bool closed = false;
 	// The queue's completion record while its stream lives (waits spin on
 	// it briefly before they sleep); null without one.
 	std::atomic<const drm_npu_queue_completion *> record{nullptr};
@@ -115,6 +120,9 @@ public:
 	unsigned flags() const { return flags_; }
 	int priority() const { return priority_; }
 	bool isDefault() const { return isDefault_; }
+	// A thread's npurtStreamPerThread stream: not the user's to destroy.
+	bool perThread() const { return perThread_; }
+	void markPerThread() { perThread_ = true; }
 
 	// Enqueues one task (a packet) on the engine class; runs after every
 	// earlier task of the stream. While the stream's device work is still
@@ -127,7 +135,11 @@ public:
 	// it in the calling thread.
 	npurtError_t submit(uint32_t engineClass, const void *packet, uint32_t size,
 	                    const TaskInfo &info, bool callerWaits = false);
-	npurtError_t hostFunc(npurtHostFn_t fn, void *data, const TaskInfo &info);
+	// Runs fn(status) on the stream's worker once the work ahead of it
+	// has run: status is success, or the stream's failure, in which case
+	// fn runs only if afterFailure (a stream callback).
+	npurtError_t hostFunc(std::function<void(npurtError_t)> fn, bool afterFailure,
+	                      const TaskInfo &info);
 	npurtError_t record(Event &ev, const char *api);
 	// Never blocks the caller: a record still deferred behind a host
 	// function is waited for by this stream's worker.
@@ -286,6 +298,10 @@ private:
 	// Makes the next job wait for p (carried over as a sync_file when it
 	// is of another device or context). With both locks held.
 	npurtError_t addWait(const Point &p, const char *api);
+	// Makes the next job wait for the fence a syncobj holds now (point 0:
+	// a binary one), copied into a syncobj of this stream's file.
+	npurtError_t addFenceWait(os::Device &from, uint32_t syncobj, uint64_t point,
+	                          const char *api);
 	npurtError_t waitIdle(int64_t deadlineNs, const char *api);
 	// For synchronize and query, with both locks held: submits what is
 	// pending and reads the completion record. True when that settles it
@@ -298,6 +314,7 @@ private:
 	unsigned flags_;
 	int priority_;
 	bool isDefault_;
+	bool perThread_ = false;
 
 	// Held while a job is submitted, so points are handed out in order
 	// (taken before mutex_). Enqueuing onto a batch needs only mutex_.
@@ -375,6 +392,8 @@ class Event : public npurtEvent_st {
 public:
 	explicit Event(unsigned flags) : flags_(flags) {}
 	~Event();
+	Event(const Event &) = delete;
+	Event &operator=(const Event &) = delete;
 	unsigned flags() const { return flags_; }
 	// As in CUDA, events time unless created with npurtEventDisableTiming.
 	bool timing() const { return !(flags_ & npurtEventDisableTiming); }
@@ -394,6 +413,17 @@ public:
 	// The context that holds the timestamp slot is going away.
 	void forgetContext(Context *ctx);
 
+	// Interprocess events (npurtEventInterprocess): a binary syncobj that
+	// holds the fence of the latest record of any process, made in ctx's
+	// file (or opened from another process's export). Query, synchronize
+	// and waits use it.
+	npurtError_t makeInterprocess(Context &ctx, const char *api);
+	void adoptInterprocess(std::shared_ptr<Timeline> fence) { ipc_ = std::move(fence); }
+	const std::shared_ptr<Timeline> &interprocess() const { return ipc_; }
+	// The export of the fence for npurtIpcGetEventHandle (made once, kept
+	// until the event is destroyed).
+	npurtError_t exportInterprocess(int *fd, uint64_t *inode, const char *api);
+
 private:
 	unsigned flags_;
 	// Held while a job is submitted, so points are handed out in order
@@ -408,6 +438,11 @@ private:
 	Context *slotCtx_ = nullptr;
 	uint64_t slot_ = 0;  // timing: where the device writes the timestamp
 	std::shared_ptr<RecordTicket> ticket_;  // while pending_
+	// Interprocess: the fence syncobj (a Timeline without a queue) and its
+	// export; set before the event is shared, then read-only.
+	std::shared_ptr<Timeline> ipc_;
+	int exportFd_ = -1;
+	uint64_t exportInode_ = 0;
 };
 
 // Creates a stream of ctx and registers it; destroys one.

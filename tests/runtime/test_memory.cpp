@@ -1,6 +1,7 @@
 // Memory through libnpurt against the real module (run in the VM): the
 // pool, pinned and registered host memory, pointer attributes, copies,
 // contexts and IPC across processes.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -9,12 +10,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "npurt/npurt.h"
 #include "npurt/npurt.hpp"
+#include "vm_knobs.h"
 
 namespace {
 
@@ -568,19 +571,78 @@ int recvFd(int sock, void *data, size_t len)
 	return fd;
 }
 
+constexpr const char *kIpcModeEnv = "NPURT_TEST_IPC_MODE";
+
+// The child of the IPC tests: gets the handle from the parent over the
+// socket, as bytes ("bytes"), with the descriptor passed alongside
+// ("scm"), or as bytes in a process of another user ("other-user"), opens
+// it, checks the parent's data and writes its own.
 TEST(Ipc, ChildSide)
 {
 	const char *env = std::getenv(kIpcEnv);
 	if (!env)
-		GTEST_SKIP() << "runs only as the child of Ipc.ShareAcrossProcesses";
+		GTEST_SKIP() << "runs only as the child of the Memory.Ipc* tests";
+	const std::string mode = std::getenv(kIpcModeEnv) ? std::getenv(kIpcModeEnv) : "bytes";
 	int sock = std::atoi(env);
 	npurtIpcMemHandle_t h{};
-	int fd = recvFd(sock, &h, sizeof(h));
-	ASSERT_GE(fd, 0);
-	h.fd = fd;
+	if (mode == "scm") {
+		int fd = recvFd(sock, &h, sizeof(h));
+		ASSERT_GE(fd, 0);
+		h.fd = fd;
+		h.pid = 0;  // the descriptor is this process's
+	} else {
+		ASSERT_EQ(read(sock, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+	}
 	void *d = nullptr;
+	if (mode == "event") {
+		// The handles, then: ready; the parent enqueues slow work on
+		// the memory and records the event; go: wait for the event on
+		// a stream of this process and read the memory behind it.
+		npurtIpcEventHandle_t eh{};
+		ASSERT_EQ(read(sock, &eh, sizeof(eh)), static_cast<ssize_t>(sizeof(eh)));
+		npurtEvent_t ev = nullptr;
+		npurtStream_t s = nullptr;
+		void *host = nullptr;
+		const size_t n = 1 << 20;
+		ASSERT_EQ(npurtIpcOpenMemHandle(&d, h, 0), npurtSuccess) << lastMessage();
+		ASSERT_EQ(npurtIpcOpenEventHandle(&ev, eh), npurtSuccess) << lastMessage();
+		ASSERT_EQ(npurtStreamCreate(&s), npurtSuccess);
+		ASSERT_EQ(npurtMallocHost(&host, n), npurtSuccess);
+		char c = 'R';
+		ASSERT_EQ(write(sock, &c, 1), 1);
+		ASSERT_EQ(read(sock, &c, 1), 1);
+		ASSERT_EQ(c, 'G');
+		ASSERT_EQ(npurtStreamWaitEvent(s, ev, 0), npurtSuccess) << lastMessage();
+		ASSERT_EQ(npurtMemcpyAsync(host, d, n, npurtMemcpyDeviceToHost, s), npurtSuccess);
+		ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess) << lastMessage();
+		EXPECT_EQ(npurtEventQuery(ev), npurtSuccess);
+		EXPECT_EQ(npurtEventSynchronize(ev), npurtSuccess) << lastMessage();
+		auto *b = static_cast<unsigned char *>(host);
+		size_t first = 0;
+		while (first < n && b[first] == 0x77)
+			first++;
+		EXPECT_EQ(first, n) << "the copy ran before the other process's work it waited for";
+		EXPECT_EQ(npurtEventDestroy(ev), npurtSuccess);
+		EXPECT_EQ(npurtIpcCloseMemHandle(d), npurtSuccess);
+		npurtFreeHost(host);
+		npurtStreamDestroy(s);
+		char done = 1;
+		ASSERT_EQ(write(sock, &done, 1), 1);
+		return;
+	}
+	if (mode == "other-user") {
+		ASSERT_EQ(npurtSetDevice(0), npurtSuccess);  // opened as root
+		ASSERT_EQ(setgid(65534), 0);
+		ASSERT_EQ(setuid(65534), 0);
+		EXPECT_EQ(npurtIpcOpenMemHandle(&d, h, 0), npurtErrorPermission);
+		EXPECT_TRUE(contains(lastMessage(), "another user")) << lastMessage();
+		char done = 1;
+		ASSERT_EQ(write(sock, &done, 1), 1);
+		return;
+	}
 	ASSERT_EQ(npurtIpcOpenMemHandle(&d, h, 0), npurtSuccess) << lastMessage();
-	close(fd);
+	if (mode == "scm")
+		close(h.fd);
 	auto want = pattern(1 << 20, 21);
 	std::vector<unsigned char> got(1 << 20);
 	ASSERT_EQ(npurtMemcpy(got.data(), d, got.size(), npurtMemcpyDeviceToHost), npurtSuccess);
@@ -598,49 +660,181 @@ TEST(Ipc, ChildSide)
 	ASSERT_EQ(write(sock, &done, 1), 1);
 }
 
-TEST_F(Memory, IpcShareAcrossProcesses)
+// Runs Ipc.ChildSide in a child process in `mode`, handing it h (and, in
+// mode "event", eh, then taking part in its protocol by calling between()
+// between the child's ready and go); whether it finished and exited 0.
+void runIpcChild(const char *mode, const npurtIpcMemHandle_t &h,
+                 const npurtIpcEventHandle_t *eh = nullptr,
+                 const std::function<void()> &between = {})
 {
-	void *d = nullptr;
-	ASSERT_EQ(npurtMalloc(&d, 3 << 20), npurtSuccess);
-	void *mid = static_cast<char *>(d) + (1 << 20);
-	auto data = pattern(1 << 20, 21);
-	ASSERT_EQ(npurtMemcpy(mid, data.data(), data.size(), npurtMemcpyHostToDevice),
-	          npurtSuccess);
-	npurtIpcMemHandle_t h{};
-	ASSERT_EQ(npurtIpcGetMemHandle(&h, mid), npurtSuccess) << lastMessage();
-	EXPECT_GE(h.fd, 0);
-
 	int sv[2];
 	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
 		close(sv[0]);
 		std::string env = std::string(kIpcEnv) + "=" + std::to_string(sv[1]);
+		std::string menv = std::string(kIpcModeEnv) + "=" + mode;
 		putenv(const_cast<char *>(env.c_str()));
+		putenv(const_cast<char *>(menv.c_str()));
 		execl("/proc/self/exe", "npurt_vm_tests", "--gtest_filter=Ipc.ChildSide",
 		      static_cast<char *>(nullptr));
 		_exit(127);
 	}
 	close(sv[1]);
-	ASSERT_EQ(sendFd(sv[0], h.fd, &h, sizeof(h)), 0);
-	close(h.fd);
+	if (std::string(mode) == "scm")
+		ASSERT_EQ(sendFd(sv[0], h.fd, &h, sizeof(h)), 0);
+	else
+		ASSERT_EQ(write(sv[0], &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+	if (eh) {
+		ASSERT_EQ(write(sv[0], eh, sizeof(*eh)), static_cast<ssize_t>(sizeof(*eh)));
+		char c = 0;
+		EXPECT_EQ(read(sv[0], &c, 1), 1);
+		EXPECT_EQ(c, 'R') << "the child did not get ready";
+		between();
+		c = 'G';
+		EXPECT_EQ(write(sv[0], &c, 1), 1);
+	}
 	char done = 0;
 	EXPECT_EQ(read(sv[0], &done, 1), 1) << "the child did not finish";
 	int status = 0;
 	waitpid(pid, &status, 0);
 	close(sv[0]);
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
-	std::vector<unsigned char> got(1 << 20);
-	ASSERT_EQ(npurtMemcpy(got.data(), mid, got.size(), npurtMemcpyDeviceToHost), npurtSuccess);
-	EXPECT_EQ(got, pattern(1 << 20, 42)) << "the child's writes are visible here";
-	npurtFree(d);
+}
 
-	npurtIpcMemHandle_t bad{};
-	bad.fd = -1;
-	void *p = nullptr;
+// The handle is bytes: copied to another process, it opens there with
+// nothing else, and both see each other's writes.
+TEST_F(Memory, IpcShareAcrossProcesses)
+{
+	for (const char *mode : {"bytes", "scm"}) {
+		SCOPED_TRACE(mode);
+		void *d = nullptr;
+		ASSERT_EQ(npurtMalloc(&d, 3 << 20), npurtSuccess);
+		void *mid = static_cast<char *>(d) + (1 << 20);
+		auto data = pattern(1 << 20, 21);
+		ASSERT_EQ(npurtMemcpy(mid, data.data(), data.size(), npurtMemcpyHostToDevice),
+		          npurtSuccess);
+		npurtIpcMemHandle_t h{}, again{};
+		ASSERT_EQ(npurtIpcGetMemHandle(&h, mid), npurtSuccess) << lastMessage();
+		ASSERT_EQ(npurtIpcGetMemHandle(&again, mid), npurtSuccess) << lastMessage();
+		EXPECT_EQ(std::memcmp(&h, &again, sizeof(h)), 0) << "one export per segment";
+		EXPECT_EQ(h.pid, getpid());
+		EXPECT_EQ(sizeof(h), 64u);
+		runIpcChild(mode, h);
+		std::vector<unsigned char> got(1 << 20);
+		ASSERT_EQ(npurtMemcpy(got.data(), mid, got.size(), npurtMemcpyDeviceToHost),
+		          npurtSuccess);
+		EXPECT_EQ(got, pattern(1 << 20, 42)) << "the child's writes are visible here";
+		npurtFree(d);
+		npurtMemEmptyCache();
+	}
+}
+
+// A process of another user cannot open the handle, even one that could
+// open the device.
+TEST_F(Memory, IpcHandleRefusesAnotherUser)
+{
+	if (geteuid() != 0)
+		GTEST_SKIP() << "needs root to run a child as another user";
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 1 << 20), npurtSuccess);
+	npurtIpcMemHandle_t h{};
+	ASSERT_EQ(npurtIpcGetMemHandle(&h, d), npurtSuccess) << lastMessage();
+	runIpcChild("other-user", h);
+	npurtFree(d);
+}
+
+// An interprocess event orders work across processes: a stream of the
+// child waits for the parent's slow write to the shared memory.
+TEST_F(Memory, IpcEventOrdersWorkAcrossProcesses)
+{
+	vmknobs::JobLatency probe(0, 0);
+	if (!probe.on())
+		GTEST_SKIP() << "needs root: makes device work slow through debugfs";
+	const size_t n = 1 << 20;
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, n), npurtSuccess);
+	ASSERT_EQ(npurtMemset(d, 0, n), npurtSuccess);
+	npurtEvent_t ev = nullptr;
+	ASSERT_EQ(npurtEventCreateWithFlags(&ev, npurtEventInterprocess), npurtErrorInvalidValue)
+	        << "CUDA's rule: interprocess events do not time";
+	npurtGetLastError();
+	ASSERT_EQ(npurtEventCreateWithFlags(&ev, npurtEventInterprocess | npurtEventDisableTiming),
+	          npurtSuccess)
+	        << lastMessage();
+	EXPECT_EQ(npurtEventQuery(ev), npurtSuccess) << "never recorded: complete";
+	npurtIpcMemHandle_t h{};
+	npurtIpcEventHandle_t eh{};
+	ASSERT_EQ(npurtIpcGetMemHandle(&h, d), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtIpcGetEventHandle(&eh, ev), npurtSuccess) << lastMessage();
+	EXPECT_EQ(sizeof(eh), 64u);
+	npurtStream_t s = nullptr;
+	ASSERT_EQ(npurtStreamCreate(&s), npurtSuccess);
+	runIpcChild("event", h, &eh, [&] {
+		vmknobs::JobLatency slow(0, vmknobs::latencyUs());
+		ASSERT_EQ(npurtMemsetAsync(d, 0x77, n, s), npurtSuccess) << lastMessage();
+		ASSERT_EQ(npurtEventRecord(ev, s), npurtSuccess) << lastMessage();
+	});
+	EXPECT_EQ(npurtStreamSynchronize(s), npurtSuccess);
+	EXPECT_EQ(npurtEventDestroy(ev), npurtSuccess);
+	npurtStreamDestroy(s);
+	npurtFree(d);
+}
+
+TEST_F(Memory, IpcEventBadInput)
+{
+	npurtEvent_t plain = nullptr, opened = nullptr;
+	npurtIpcEventHandle_t eh{};
+	ASSERT_EQ(npurtEventCreateWithFlags(&plain, npurtEventDisableTiming), npurtSuccess);
+	EXPECT_EQ(npurtIpcGetEventHandle(&eh, plain), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "npurtEventInterprocess")) << lastMessage();
+	npurtGetLastError();
+	EXPECT_EQ(npurtIpcGetEventHandle(nullptr, plain), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtIpcOpenEventHandle(&opened, eh), npurtErrorInvalidValue) << "zero handle";
+	npurtGetLastError();
+	npurtEventDestroy(plain);
+	// A handle of a destroyed event is stale, even in its own process.
+	npurtEvent_t ev = nullptr;
+	ASSERT_EQ(npurtEventCreateWithFlags(&ev, npurtEventInterprocess | npurtEventDisableTiming),
+	          npurtSuccess);
+	ASSERT_EQ(npurtIpcGetEventHandle(&eh, ev), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtIpcOpenEventHandle(&opened, eh), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtEventRecord(opened, nullptr), npurtSuccess) << "an opened event records";
+	EXPECT_EQ(npurtEventSynchronize(ev), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtEventDestroy(opened), npurtSuccess);
+	EXPECT_EQ(npurtEventDestroy(ev), npurtSuccess);
+	EXPECT_EQ(npurtIpcOpenEventHandle(&opened, eh), npurtErrorInvalidHandle) << lastMessage();
+	npurtGetLastError();
+}
+
+TEST_F(Memory, IpcBadHandles)
+{
+	void *d = nullptr, *p = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 1 << 20), npurtSuccess);
+	npurtIpcMemHandle_t h{};
+	ASSERT_EQ(npurtIpcGetMemHandle(&h, d), npurtSuccess) << lastMessage();
+	npurtIpcMemHandle_t bad = h;
+	bad.magic = 0;
 	EXPECT_EQ(npurtIpcOpenMemHandle(&p, bad, 0), npurtErrorInvalidValue);
+	bad = h;
+	bad.fd = -1;
+	EXPECT_EQ(npurtIpcOpenMemHandle(&p, bad, 0), npurtErrorInvalidValue);
+	bad = h;
+	bad.pid = 0x3ffffff0;  // no such process
+	EXPECT_EQ(npurtIpcOpenMemHandle(&p, bad, 0), npurtErrorInvalidHandle) << lastMessage();
+	EXPECT_EQ(npurtIpcOpenMemHandle(&p, h, 2), npurtErrorInvalidValue) << "unknown flags";
+	// Once the memory is back with the device, the handle is stale, even
+	// if its descriptor number now names something else.
+	npurtFree(d);
+	npurtMemEmptyCache();
+	int reused = open("/dev/null", O_RDONLY);
+	EXPECT_EQ(npurtIpcOpenMemHandle(&p, h, 0), npurtErrorInvalidHandle) << lastMessage();
+	EXPECT_TRUE(contains(lastMessage(), "gone")) << lastMessage();
+	if (reused >= 0)
+		close(reused);
 	int local = 0;
 	EXPECT_EQ(npurtIpcGetMemHandle(&h, &local), npurtErrorInvalidValue);
+	npurtGetLastError();
 }
 
 }  // namespace

@@ -24,9 +24,15 @@ extern "C" {
 #define NPURT_API
 #endif
 
-/* Runtime version: major * 1000 + minor * 10, as CUDA encodes it. */
+/*
+ * libnpurt's version (also npurtRuntimeGetVersion): major * 1000 + minor * 10,
+ * as CUDA encodes CUDART_VERSION, so the same comparisons work. It is
+ * libnpurt's own number, not a CUDA version: a ported check such as
+ * "#if CUDART_VERSION >= 11020" becomes a check against libnpurt's version
+ * and must be reviewed (the README lists which CUDA names exist here).
+ */
 #define NPURT_VERSION_MAJOR 0
-#define NPURT_VERSION_MINOR 1
+#define NPURT_VERSION_MINOR 2
 #define NPURT_VERSION (NPURT_VERSION_MAJOR * 1000 + NPURT_VERSION_MINOR * 10)
 
 /*
@@ -71,8 +77,55 @@ typedef struct npurtDeviceProp {
 	uint64_t vaEnd;
 	int driverApiVersion; /* uAPI version, major * 1000 + minor * 10 */
 	int emulated; /* 1 for the in-kernel emulated NPU */
-	unsigned char reserved[256]; /* zero; room to grow the ABI */
+	/* The fields below have CUDA's names and meanings (cudaDeviceProp). */
+	int major, minor; /* NPU architecture version (the uAPI's major.minor) */
+	int multiProcessorCount; /* compute engines */
+	int asyncEngineCount; /* copy engines: copies overlap ops */
+	int deviceOverlap; /* 1: copies run while ops do */
+	int concurrentKernels; /* 1 with more than one compute engine */
+	int clockRate; /* device clock in kHz */
+	int unifiedAddressing; /* 1: one address space with the host */
+	int canMapHostMemory; /* 1: pinned host memory is device-visible */
+	int integrated; /* 0: device memory is its own */
+	int pciDomainID, pciBusID, pciDeviceID; /* 0, 0, the driver's index */
+	int computeMode; /* npurtComputeModeDefault: shared by processes */
+	int kernelExecTimeoutEnabled; /* 1: a job timeout applies */
+	int streamPrioritiesSupported; /* 1 */
+	int ECCEnabled; /* 0 */
+	int managedMemory; /* 0: no managed memory */
+	int isMultiGpuBoard; /* 0 */
+	int memoryPoolsSupported; /* 0: no stream-ordered allocation yet */
+	int hostRegisterSupported; /* 1 */
+	unsigned char reserved[172]; /* zero; room to grow the ABI */
 } npurtDeviceProp;
+
+#define npurtComputeModeDefault 0
+
+/* npurtDeviceGetAttribute: the values of the npurtDeviceProp fields named
+ * alike; the numbers are CUDA's cudaDeviceAttr. */
+typedef enum npurtDeviceAttr {
+	npurtDevAttrClockRate = 13,
+	npurtDevAttrGpuOverlap = 15,
+	npurtDevAttrMultiProcessorCount = 16,
+	npurtDevAttrKernelExecTimeout = 17,
+	npurtDevAttrIntegrated = 18,
+	npurtDevAttrCanMapHostMemory = 19,
+	npurtDevAttrComputeMode = 20,
+	npurtDevAttrConcurrentKernels = 31,
+	npurtDevAttrEccEnabled = 32,
+	npurtDevAttrPciBusId = 33,
+	npurtDevAttrPciDeviceId = 34,
+	npurtDevAttrAsyncEngineCount = 40,
+	npurtDevAttrUnifiedAddressing = 41,
+	npurtDevAttrPciDomainId = 50,
+	npurtDevAttrComputeCapabilityMajor = 75,
+	npurtDevAttrComputeCapabilityMinor = 76,
+	npurtDevAttrStreamPrioritiesSupported = 78,
+	npurtDevAttrManagedMemory = 83,
+	npurtDevAttrIsMultiGpuBoard = 84,
+	npurtDevAttrHostRegisterSupported = 99,
+	npurtDevAttrMemoryPoolsSupported = 115
+} npurtDeviceAttr;
 
 #define npurtDeviceCapEmulated (1ULL << 0)
 
@@ -107,6 +160,32 @@ NPURT_API npurtError_t npurtGetDeviceProperties(npurtDeviceProp *prop, int devic
 /* The calling thread's current device; 0 until the thread sets one. */
 NPURT_API npurtError_t npurtSetDevice(int device);
 NPURT_API npurtError_t npurtGetDevice(int *device);
+/* An attribute of a device; an attribute without a meaning here is
+ * npurtErrorInvalidValue. */
+NPURT_API npurtError_t npurtDeviceGetAttribute(int *value, npurtDeviceAttr attr, int device);
+
+/*
+ * How host threads wait for the current device's work (synchronize calls
+ * and blocking copies), as CUDA's cudaSetDeviceFlags: at most one schedule
+ * flag. Auto (the default) polls briefly (NPURT_SPIN_US, 200 us) and then
+ * sleeps in the kernel; Spin polls until done, holding a CPU; Yield polls,
+ * giving the CPU away between looks; BlockingSync sleeps at once (the
+ * cheapest for the CPU, a wake-up later). MapHost and LmemResizeToMax are
+ * accepted: host memory is always mapped, and there is no local memory.
+ * The flags apply to every wait for the device's work from then on.
+ */
+#define npurtDeviceScheduleAuto 0x00
+#define npurtDeviceScheduleSpin 0x01
+#define npurtDeviceScheduleYield 0x02
+#define npurtDeviceScheduleBlockingSync 0x04
+#define npurtDeviceBlockingSync npurtDeviceScheduleBlockingSync
+#define npurtDeviceScheduleMask 0x07
+#define npurtDeviceMapHost 0x08
+#define npurtDeviceLmemResizeToMax 0x10
+#define npurtDeviceMask 0x1f
+NPURT_API npurtError_t npurtSetDeviceFlags(unsigned int flags);
+/* The flags set (with npurtDeviceMapHost, which always holds). */
+NPURT_API npurtError_t npurtGetDeviceFlags(unsigned int *flags);
 
 /*
  * Contexts. A context is one open file of an NPU: its own device address
@@ -204,6 +283,25 @@ NPURT_API npurtError_t npurtMemEmptyCache(void);
 NPURT_API npurtError_t npurtMallocHost(void **ptr, size_t size);
 NPURT_API npurtError_t npurtFreeHost(void *ptr);
 
+/*
+ * npurtHostAlloc: npurtMallocHost with CUDA's flags. Pinned memory is always
+ * mapped (the device reaches it at its host address: npurtHostGetDevicePointer
+ * returns the pointer itself) and write-combining makes no difference to
+ * the emulated NPU, so Mapped and WriteCombined are accepted as given.
+ * Portable is accepted: the memory is pinned in the current context;
+ * copies of other contexts read and write it as pageable memory (correct,
+ * staged). npurtHostGetFlags returns the flags given, with Mapped.
+ */
+#define npurtHostAllocDefault 0x00
+#define npurtHostAllocPortable 0x01
+#define npurtHostAllocMapped 0x02
+#define npurtHostAllocWriteCombined 0x04
+NPURT_API npurtError_t npurtHostAlloc(void **ptr, size_t size, unsigned int flags);
+/* The device address of pinned or registered host memory of the current
+ * context (the same pointer); flags must be 0. */
+NPURT_API npurtError_t npurtHostGetDevicePointer(void **devPtr, void *hostPtr, unsigned int flags);
+NPURT_API npurtError_t npurtHostGetFlags(unsigned int *flags, void *hostPtr);
+
 typedef struct npurtHostMemStats {
 	/* Current and peak values since creation or npurtMemResetPeakStats. */
 	uint64_t allocatedBytes, allocatedBytesPeak; /* live blocks (rounded) */
@@ -221,6 +319,9 @@ typedef struct npurtHostMemStats {
 NPURT_API npurtError_t npurtHostMemGetStats(npurtHostMemStats *stats);
 
 #define npurtHostRegisterDefault 0x00
+#define npurtHostRegisterPortable 0x01 /* accepted, as npurtHostAllocPortable */
+#define npurtHostRegisterMapped 0x02 /* accepted: registered memory is mapped */
+#define npurtHostRegisterIoMemory 0x04 /* npurtErrorNotSupported */
 #define npurtHostRegisterReadOnly 0x08 /* the device only reads it */
 /*
  * Pins an existing host range (rounded out to whole pages) for the current
@@ -240,20 +341,31 @@ NPURT_API npurtError_t npurtMemcpy(void *dst, const void *src, size_t count, npu
 NPURT_API npurtError_t npurtMemset(void *devPtr, int value, size_t count);
 
 /*
- * Inter-process memory. npurtIpcGetMemHandle exports the device memory
- * behind devPtr as a dma-buf: handle->fd is a new descriptor the caller owns
- * (send it over a Unix socket with SCM_RIGHTS, then close it). The whole
- * pool segment holding devPtr is shared; offset says where devPtr lies.
- * npurtIpcOpenMemHandle imports it into the current context (any process,
- * any NPU) and returns the address of devPtr's memory there; it does not
- * take ownership of handle.fd.
+ * Inter-process memory, as CUDA's: a handle is 64 bytes that may be copied
+ * to another process of the same user any way (shared memory, a pipe, a
+ * file) and opened there with nothing else. npurtIpcGetMemHandle exports
+ * the pool segment holding devPtr (offset says where devPtr lies in it);
+ * the exporting process keeps the export (fd, its own close-on-exec
+ * descriptor: do not close it) until the segment goes back to the device.
+ * npurtIpcOpenMemHandle imports it into the current context (any NPU) by
+ * taking a duplicate of that descriptor from the exporter (pidfd_getfd),
+ * which the kernel allows only to a process that may ptrace the exporter:
+ * the same user (and, under Yama ptrace_scope 1, a descendant), or one
+ * with CAP_SYS_PTRACE. Another user's process gets npurtErrorPermission; a
+ * handle whose exporter exited or freed the memory, npurtErrorInvalidHandle.
+ * A descriptor received over a Unix socket (SCM_RIGHTS) opens too: put it
+ * in fd and set pid to 0.
  */
+#define NPURT_IPC_HANDLE_MAGIC 0x4e504948u /* "NPIH" */
 typedef struct npurtIpcMemHandle {
-	int fd;
+	int fd; /* the exporter's descriptor of the memory (a dma-buf) */
 	int deviceIndex;
 	uint64_t offset;
 	uint64_t size;
-	unsigned char reserved[40];
+	int pid; /* the exporting process; 0: fd is the opener's own */
+	unsigned int magic; /* NPURT_IPC_HANDLE_MAGIC */
+	uint64_t inode; /* the dma-buf's inode: checks fd still names it */
+	unsigned char reserved[24];
 } npurtIpcMemHandle_t;
 
 NPURT_API npurtError_t npurtIpcGetMemHandle(npurtIpcMemHandle_t *handle, void *devPtr);
@@ -266,10 +378,17 @@ NPURT_API npurtError_t npurtIpcCloseMemHandle(void *devPtr);
  * submission order; work on different streams may overlap. Copies run on
  * the device's copy engines and ops on its compute engines, in stream order.
  *
- * The default stream (NULL) belongs to the current context. It is an
- * ordinary stream: it does not synchronise implicitly with other streams
- * (like CUDA's per-thread default stream, but one per context). npurtMemcpy
- * and npurtMemset run on it and wait for it.
+ * The default stream (NULL, also npurtStreamLegacy) belongs to the current
+ * context and has CUDA's legacy semantics (see npurtStreamNonBlocking).
+ * npurtMemcpy and npurtMemset run on it and wait for it.
+ * npurtStreamPerThread names the calling thread's own default stream of
+ * the current context (created on first use, destroyed when the thread
+ * exits): a blocking stream that does not order against other streams of
+ * its thread or of other threads. Compiling with
+ * NPURT_API_PER_THREAD_DEFAULT_STREAM defined (as CUDA's
+ * --default-stream per-thread) makes NULL mean npurtStreamPerThread in
+ * that translation unit, for the stream arguments of the calls below and
+ * for npurtMemcpy, npurtMemcpy2D and npurtMemset.
  *
  * Destroying a stream with device work in flight returns at once; the work
  * still completes and its memory is released when it has. Host functions
@@ -278,6 +397,9 @@ NPURT_API npurtError_t npurtIpcCloseMemHandle(void *devPtr);
  */
 typedef struct npurtStream_st *npurtStream_t;
 typedef struct npurtEvent_st *npurtEvent_t;
+
+#define npurtStreamLegacy ((npurtStream_t)0x1)
+#define npurtStreamPerThread ((npurtStream_t)0x2)
 
 #define npurtStreamDefault 0x00
 /* Without npurtStreamNonBlocking a stream is blocking, as in CUDA: work on
@@ -343,9 +465,12 @@ NPURT_API npurtError_t npurtSetCallSite(const char *file, int line, const char *
  * earlier releases where timing was opt-in, is accepted and means the
  * default. */
 #define npurtEventDefault 0x00
-#define npurtEventBlockingSync 0x01 /* accepted; waits always sleep */
+#define npurtEventBlockingSync 0x01 /* its synchronize sleeps at once */
 #define npurtEventDisableTiming 0x02
 #define npurtEventTiming 0x10 /* the default: record device timestamps */
+/* Shareable with other processes (npurtIpcGetEventHandle); needs
+ * npurtEventDisableTiming, as in CUDA. Bound to the current context. */
+#define npurtEventInterprocess 0x04
 
 NPURT_API npurtError_t npurtEventCreate(npurtEvent_t *event);
 NPURT_API npurtError_t npurtEventCreateWithFlags(npurtEvent_t *event, unsigned int flags);
@@ -358,6 +483,26 @@ NPURT_API npurtError_t npurtEventSynchronize(npurtEvent_t event);
 NPURT_API npurtError_t npurtEventSynchronizeTimeout(npurtEvent_t event, int64_t timeoutMs);
 /* Milliseconds between two completed timing events (device clock). */
 NPURT_API npurtError_t npurtEventElapsedTime(float *ms, npurtEvent_t start, npurtEvent_t end);
+
+/*
+ * Inter-process events, as CUDA's: the handle of an npurtEventInterprocess
+ * event is 64 bytes that open in another process of the same user, as a
+ * memory handle does (the same threat model). Either side records it;
+ * query, synchronize and npurtStreamWaitEvent see the latest record of
+ * either process. The exporter keeps the export until it destroys the
+ * event; an opened event is destroyed with npurtEventDestroy.
+ */
+typedef struct npurtIpcEventHandle {
+	int fd; /* the exporter's descriptor of the event's fence (a syncobj) */
+	int pid; /* the exporting process; 0: fd is the opener's own */
+	unsigned int magic; /* NPURT_IPC_EVENT_MAGIC */
+	unsigned int pad;
+	uint64_t inode;
+	unsigned char reserved[40];
+} npurtIpcEventHandle_t;
+#define NPURT_IPC_EVENT_MAGIC 0x4e504945u /* "NPIE" */
+NPURT_API npurtError_t npurtIpcGetEventHandle(npurtIpcEventHandle_t *handle, npurtEvent_t event);
+NPURT_API npurtError_t npurtIpcOpenEventHandle(npurtEvent_t *event, npurtIpcEventHandle_t handle);
 
 /*
  * Asynchronous copies and fills. With pinned or registered host memory the
@@ -407,9 +552,16 @@ NPURT_API npurtError_t npurtMemcpyStridedAsync(void *dst, const size_t *dstStrid
                                                int ndim, size_t elemSize, npurtMemcpyKind kind,
                                                npurtStream_t stream);
 
-/* A host function run in stream order: after earlier work, before later. */
+/* A host function run in stream order: after earlier work, before later.
+ * It does not run once the stream has failed. */
 typedef void (*npurtHostFn_t)(void *userData);
 NPURT_API npurtError_t npurtLaunchHostFunc(npurtStream_t stream, npurtHostFn_t fn, void *userData);
+/* As CUDA's cudaStreamAddCallback: run in stream order like a host
+ * function, and also after a failure, which status then gives; stream is
+ * the handle given here. flags must be 0. */
+typedef void (*npurtStreamCallback_t)(npurtStream_t stream, npurtError_t status, void *userData);
+NPURT_API npurtError_t npurtStreamAddCallback(npurtStream_t stream, npurtStreamCallback_t callback,
+                                              void *userData, unsigned int flags);
 
 /* Op launch: one descriptor for the device's op set. */
 typedef enum npurtOpKind {
@@ -476,8 +628,80 @@ NPURT_API npurtError_t npurtProfilerExportTrace(const char *path);
  * buf (NUL-terminated, cut to size); *needed gets the full length. */
 NPURT_API npurtError_t npurtProfilerSummary(char *buf, size_t size, size_t *needed);
 
+/* The synchronous calls on the calling thread's per-thread default stream,
+ * which NPURT_API_PER_THREAD_DEFAULT_STREAM makes npurtMemcpy, npurtMemcpy2D
+ * and npurtMemset. */
+NPURT_API npurtError_t npurtMemcpy_ptds(void *dst, const void *src, size_t count,
+                                        npurtMemcpyKind kind);
+NPURT_API npurtError_t npurtMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                          size_t width, size_t height, npurtMemcpyKind kind);
+NPURT_API npurtError_t npurtMemset_ptds(void *devPtr, int value, size_t count);
+
 #ifdef __cplusplus
 }
+
+/* The C++ overloads CUDA's header gives C++ callers. */
+template <class T> static inline npurtError_t npurtMalloc(T **devPtr, size_t size)
+{
+	return npurtMalloc(reinterpret_cast<void **>(devPtr), size);
+}
+template <class T> static inline npurtError_t npurtMallocHost(T **ptr, size_t size)
+{
+	return npurtMallocHost(reinterpret_cast<void **>(ptr), size);
+}
+static inline npurtError_t npurtMallocHost(void **ptr, size_t size, unsigned int flags)
+{
+	return npurtHostAlloc(ptr, size, flags);
+}
+template <class T>
+static inline npurtError_t npurtMallocHost(T **ptr, size_t size, unsigned int flags)
+{
+	return npurtHostAlloc(reinterpret_cast<void **>(ptr), size, flags);
+}
+template <class T>
+static inline npurtError_t npurtHostAlloc(T **ptr, size_t size, unsigned int flags)
+{
+	return npurtHostAlloc(reinterpret_cast<void **>(ptr), size, flags);
+}
+template <class T>
+static inline npurtError_t npurtHostGetDevicePointer(T **devPtr, void *hostPtr, unsigned int flags)
+{
+	return npurtHostGetDevicePointer(reinterpret_cast<void **>(devPtr), hostPtr, flags);
+}
+static inline npurtError_t npurtEventCreate(npurtEvent_t *event, unsigned int flags)
+{
+	return npurtEventCreateWithFlags(event, flags);
+}
+#endif
+
+#if defined(NPURT_API_PER_THREAD_DEFAULT_STREAM)
+/* NULL is the per-thread default stream in this translation unit. */
+static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
+{
+	return s ? s : npurtStreamPerThread;
+}
+#define npurtMemcpy npurtMemcpy_ptds
+#define npurtMemcpy2D npurtMemcpy2D_ptds
+#define npurtMemset npurtMemset_ptds
+#define npurtMemcpyAsync(d, s, n, k, st) npurtMemcpyAsync(d, s, n, k, npurtPerThreadStream_(st))
+#define npurtMemsetAsync(d, v, n, st) npurtMemsetAsync(d, v, n, npurtPerThreadStream_(st))
+#define npurtMemcpy2DAsync(d, dp, s, sp, w, h, k, st) \
+	npurtMemcpy2DAsync(d, dp, s, sp, w, h, k, npurtPerThreadStream_(st))
+#define npurtMemcpyStridedAsync(d, ds, s, ss, sz, nd, es, k, st) \
+	npurtMemcpyStridedAsync(d, ds, s, ss, sz, nd, es, k, npurtPerThreadStream_(st))
+#define npurtStreamQuery(st) npurtStreamQuery(npurtPerThreadStream_(st))
+#define npurtStreamSynchronize(st) npurtStreamSynchronize(npurtPerThreadStream_(st))
+#define npurtStreamSynchronizeTimeout(st, ms) \
+	npurtStreamSynchronizeTimeout(npurtPerThreadStream_(st), ms)
+#define npurtStreamGetPriority(st, p) npurtStreamGetPriority(npurtPerThreadStream_(st), p)
+#define npurtStreamGetFlags(st, f) npurtStreamGetFlags(npurtPerThreadStream_(st), f)
+#define npurtStreamWaitEvent(st, e, f) npurtStreamWaitEvent(npurtPerThreadStream_(st), e, f)
+#define npurtStreamRecover(st) npurtStreamRecover(npurtPerThreadStream_(st))
+#define npurtEventRecord(e, st) npurtEventRecord(e, npurtPerThreadStream_(st))
+#define npurtLaunchHostFunc(st, fn, u) npurtLaunchHostFunc(npurtPerThreadStream_(st), fn, u)
+#define npurtStreamAddCallback(st, cb, u, f) \
+	npurtStreamAddCallback(npurtPerThreadStream_(st), cb, u, f)
+#define npurtLaunchOp(desc, st) npurtLaunchOp(desc, npurtPerThreadStream_(st))
 #endif
 
 #endif /* NPURT_H */

@@ -1,0 +1,70 @@
+// Inter-process handles; see ipc.h.
+#include "ipc.h"
+
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "error.h"
+
+namespace npurt {
+
+uint64_t descriptorInode(int fd)
+{
+	struct stat st {};
+	return fstat(fd, &st) ? 0 : st.st_ino;
+}
+
+npurtError_t takeIpcDescriptor(int pid, int fd, uint64_t inode, const char *api, int *out,
+                               bool *owned)
+{
+	*owned = false;
+	int local = fd;
+	if (pid != 0 && pid != getpid()) {
+		int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+		if (pidfd < 0) {
+			const int e = errno;
+			return setError(e == ESRCH ? npurtErrorInvalidHandle
+			                           : npurtErrorOperatingSystem,
+			                osMessage(std::string(api) + ": the exporting process " +
+			                                  std::to_string(pid) +
+			                                  (e == ESRCH ? " has exited" : ""),
+			                          -e));
+		}
+		local = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+		const int e = errno;
+		close(pidfd);
+		if (local < 0) {
+			if (e == EPERM)
+				return setError(
+				        npurtErrorPermission,
+				        std::string(api) + ": process " + std::to_string(pid) +
+				                " exported it, and this process may not take its "
+				                "descriptors (another user's process, or ptrace "
+				                "restrictions such as Yama's ptrace_scope)");
+			return setError(
+			        e == EBADF ? npurtErrorInvalidHandle : npurtErrorOperatingSystem,
+			        osMessage(std::string(api) + ": taking it from process " +
+			                          std::to_string(pid) +
+			                          (e == EBADF ? " (gone: freed since?)" : ""),
+			                  -e));
+		}
+		*owned = true;
+	}
+	// The number may have been reused since the export was given back.
+	if (inode && descriptorInode(local) != inode) {
+		if (*owned)
+			close(local);
+		*owned = false;
+		return setError(npurtErrorInvalidHandle,
+		                std::string(api) + ": what the handle names is gone (freed or "
+		                                   "destroyed, or its process exited)");
+	}
+	*out = local;
+	return npurtSuccess;
+}
+
+}  // namespace npurt

@@ -1,0 +1,10 @@
+// Calls made from ptds_unit.cpp, which is built with
+// NPURT_API_PER_THREAD_DEFAULT_STREAM: their NULL stream is per-thread.
+#pragma once
+
+#include "npurt/npurt.h"
+
+npurtError_t ptdsLaunchHostFunc(npurtHostFn_t fn, void *data);
+npurtError_t ptdsMemsetAsync(void *d, int value, size_t n);
+npurtError_t ptdsStreamQuery();
+npurtError_t ptdsMemcpy(void *dst, const void *src, size_t n, npurtMemcpyKind kind);

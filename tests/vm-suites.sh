@@ -83,6 +83,14 @@ if [ "$suites" != rest ]; then
 	run npu-smi cmd "$bin/npu-smi"
 	run npu-smi-json cmd "$bin/npu-smi" --json
 fi
+# CUDA-style programs ported by tests/compat/port.sh (not in the debug
+# lane's core: their megabyte ops are slow there).
+if [ "$suites" != core ] && [ "$suites" != rest ]; then
+	for p in deviceQuery bandwidthTest asyncAPI simpleStreams simpleMultiCopy \
+		simpleCallback simpleIPC simpleZeroCopy simpleMultiGPU simpleStreamPriorities; do
+		run "compat_$p" cmd "$bin/compat_$p"
+	done
+fi
 if [ "$suites" = core ]; then
 	exit 0
 fi

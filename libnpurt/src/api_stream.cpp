@@ -391,6 +391,18 @@ npurtError_t npurtStreamWaitEvent(npurtStream_t stream, npurtEvent_t event, unsi
 	}
 }
 
+npurtError_t npurtDeviceReset(void)
+{
+	try {
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		return rt.resetPrimary(npurt::threadDevice());
+	} catch (...) {
+		return npurt::errorFromException("npurtDeviceReset");
+	}
+}
+
 npurtError_t npurtDeviceSynchronizeTimeout(int64_t timeoutMs)
 {
 	try {

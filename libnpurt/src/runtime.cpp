@@ -11,6 +11,7 @@
 
 #include "error.h"
 #include "npu_drm.h"
+#include "stream.h"
 
 namespace npurt {
 namespace {
@@ -317,6 +318,23 @@ npurtError_t Runtime::currentContext(Context **out, const char *api)
 	}
 	*out = primaries_[ordinal];
 	return npurtSuccess;
+}
+
+npurtError_t Runtime::resetPrimary(int ordinal)
+{
+	Context *ctx = nullptr;
+	{
+		std::lock_guard<std::mutex> lock(ctxMutex_);
+		if (ordinal >= 0 && static_cast<size_t>(ordinal) < primaries_.size())
+			ctx = primaries_[ordinal];
+	}
+	if (!ctx)
+		return npurtSuccess;
+	// Its work ends first (bounded: by the job timeout, or failed).
+	for (Stream *s : ctx->streams())
+		if (s->synchronize(-1, "npurtDeviceReset"))
+			npurtGetLastError();
+	return destroyContext(ctx);
 }
 
 bool Runtime::isContext(const npurtContext_st *ctx)

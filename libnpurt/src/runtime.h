@@ -63,6 +63,9 @@ public:
 	npurtError_t destroyContext(Context *ctx);
 	// Whether ctx is a live context (not destroyed, not foreign).
 	bool isContext(const npurtContext_st *ctx);
+	// npurtDeviceReset: waits for the primary context of the device, if
+	// it exists, and destroys it.
+	npurtError_t resetPrimary(int ordinal);
 	// The device whose address slice holds addr, or -1.
 	int deviceOfAddress(uint64_t addr) const;
 	// The context holding device memory at addr, preferring `hint`; with

@@ -1383,6 +1383,11 @@ npurtError_t Stream::staging(Staging **out, const char *api)
 
 npurtError_t Stream::record(Event &ev, const char *api)
 {
+	// On the legacy default stream a record also covers the blocking
+	// streams' work before it (and theirs the default stream's), as in
+	// CUDA: a stop event on NULL completes after every stream's work.
+	if (npurtError_t err = legacyOrder(api))
+		return err;
 	std::scoped_lock lock(submitMutex_, mutex_);
 	if (failed_)
 		return setError(failed_, std::string(api) + ": " + failMessage_);

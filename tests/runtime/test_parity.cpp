@@ -394,6 +394,49 @@ TEST_F(Parity, CxxOverloads)
 	EXPECT_EQ(npurtFreeHost(w), npurtSuccess);
 }
 
+// An event recorded on the legacy default stream covers the work of the
+// blocking streams enqueued before it (CUDA's simpleStreams times all its
+// streams with a stop event on NULL).
+TEST_F(Parity, NullStreamEventCoversBlockingStreams)
+{
+	vmknobs::JobLatency probe(0, 0);
+	if (!probe.on())
+		GTEST_SKIP() << "needs root: makes device work slow through debugfs";
+	npurtStream_t s = nullptr, quiet = nullptr;
+	ASSERT_EQ(npurtStreamCreate(&s), npurtSuccess);
+	ASSERT_EQ(npurtStreamCreateWithFlags(&quiet, npurtStreamNonBlocking), npurtSuccess);
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 1 << 20), npurtSuccess);
+	for (unsigned flags : {unsigned{npurtEventDefault}, unsigned{npurtEventDisableTiming}}) {
+		npurtEvent_t e = nullptr;
+		ASSERT_EQ(npurtEventCreateWithFlags(&e, flags), npurtSuccess);
+		{
+			vmknobs::JobLatency slow(0, vmknobs::latencyUs());
+			ASSERT_EQ(npurtMemsetAsync(d, 1, 1 << 20, s), npurtSuccess);
+			ASSERT_EQ(npurtEventRecord(e, nullptr), npurtSuccess) << lastMessage();
+			ASSERT_EQ(npurtEventSynchronize(e), npurtSuccess) << lastMessage();
+			EXPECT_EQ(npurtStreamQuery(s), npurtSuccess)
+			        << "flags " << flags << ": the NULL stream's event completed first";
+		}
+		ASSERT_EQ(npurtEventDestroy(e), npurtSuccess);
+	}
+	// A non-blocking stream's work is not covered: the event completes
+	// without it.
+	npurtEvent_t e = nullptr;
+	ASSERT_EQ(npurtEventCreateWithFlags(&e, npurtEventDisableTiming), npurtSuccess);
+	Gate gate;
+	ASSERT_EQ(npurtLaunchHostFunc(quiet, Gate::hostFn, &gate), npurtSuccess);
+	ASSERT_EQ(npurtEventRecord(e, nullptr), npurtSuccess);
+	EXPECT_EQ(npurtEventSynchronize(e), npurtSuccess);
+	EXPECT_EQ(npurtStreamQuery(quiet), npurtErrorNotReady);
+	gate.open();
+	ASSERT_EQ(npurtStreamSynchronize(quiet), npurtSuccess);
+	npurtEventDestroy(e);
+	npurtFree(d);
+	npurtStreamDestroy(s);
+	npurtStreamDestroy(quiet);
+}
+
 // More streams than the driver gives a context queues (256): streams share
 // queues, and work on each still runs in its order, also after the streams
 // that created the shared queues are gone.

@@ -372,6 +372,8 @@ NPURT_API npurtError_t npurtIpcGetMemHandle(npurtIpcMemHandle_t *handle, void *d
 NPURT_API npurtError_t npurtIpcOpenMemHandle(void **devPtr, npurtIpcMemHandle_t handle,
                                              unsigned int flags);
 NPURT_API npurtError_t npurtIpcCloseMemHandle(void *devPtr);
+/* npurtIpcOpenMemHandle's flag, accepted (CUDA's; no peer setup needed). */
+#define npurtIpcMemLazyEnablePeerAccess 0x01
 
 /*
  * Streams: ordered queues of device work. Work on one stream runs in
@@ -433,6 +435,11 @@ NPURT_API npurtError_t npurtStreamWaitEvent(npurtStream_t stream, npurtEvent_t e
                                             unsigned int flags);
 /* Waits for every stream of the current context. */
 NPURT_API npurtError_t npurtDeviceSynchronize(void);
+/* As CUDA's cudaDeviceReset: waits for the current device's work, then
+ * destroys its primary context in this process (memory, streams, events'
+ * slots); the next call that needs it makes a new one. Contexts made with
+ * npurtCtxCreate stay. */
+NPURT_API npurtError_t npurtDeviceReset(void);
 NPURT_API npurtError_t npurtDeviceSynchronizeTimeout(int64_t timeoutMs);
 
 /*

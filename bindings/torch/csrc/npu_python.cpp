@@ -31,7 +31,13 @@ c10::Stream streamFromIds(int device, int64_t id)
 // device.
 class PyEvent {
 public:
-	PyEvent(bool timing, bool blocking) : timing_(timing), blocking_(blocking) {}
+	PyEvent(bool timing, bool blocking, bool interprocess)
+	    : timing_(timing), blocking_(blocking), interprocess_(interprocess)
+	{
+		TORCH_CHECK(
+		        !(timing && interprocess),
+		        "an interprocess event cannot time: create it with enable_timing=False");
+	}
 	~PyEvent()
 	{
 		if (ev_)
@@ -44,12 +50,7 @@ public:
 	{
 		c10::Stream s = streamFromIds(device, id);
 		DeviceScope scope(device);
-		if (!ev_) {
-			unsigned flags = (timing_ ? npurtEventTiming : npurtEventDisableTiming) |
-			                 (blocking_ ? npurtEventBlockingSync : 0);
-			check(npurtEventCreateWithFlags(&ev_, flags), "npurtEventCreateWithFlags");
-			device_ = device;
-		}
+		create(device);
 		TORCH_CHECK(device == device_, "Event was recorded on NPU ", device_,
 		            " before; it cannot be recorded on NPU ", device);
 		check(npurtEventRecord(ev_, nativeStream(s)), "npurtEventRecord");
@@ -99,9 +100,48 @@ public:
 
 	int device() const { return device_; }
 
+	// The 64 bytes another process opens with from_ipc_handle (made on
+	// the current NPU if the event was never recorded).
+	py::bytes ipcHandle()
+	{
+		TORCH_CHECK(interprocess_, "the event was not created with interprocess=True");
+		int dev = checkedDevice(-1);
+		DeviceScope scope(device_ >= 0 ? device_ : dev);
+		create(device_ >= 0 ? device_ : dev);
+		npurtIpcEventHandle_t h{};
+		check(npurtIpcGetEventHandle(&h, ev_), "npurtIpcGetEventHandle");
+		return py::bytes(reinterpret_cast<const char *>(&h), sizeof(h));
+	}
+
+	static std::unique_ptr<PyEvent> fromIpcHandle(int device, const std::string &handle)
+	{
+		TORCH_CHECK(handle.size() == sizeof(npurtIpcEventHandle_t),
+		            "an NPU event IPC handle has ", sizeof(npurtIpcEventHandle_t),
+		            " bytes, not ", handle.size());
+		device = checkedDevice(device);
+		npurtIpcEventHandle_t h{};
+		std::memcpy(&h, handle.data(), sizeof(h));
+		auto ev = std::make_unique<PyEvent>(false, false, true);
+		DeviceScope scope(device);
+		check(npurtIpcOpenEventHandle(&ev->ev_, h), "npurtIpcOpenEventHandle");
+		ev->device_ = device;
+		return ev;
+	}
+
 private:
+	void create(int device)
+	{
+		if (ev_)
+			return;
+		unsigned flags = (timing_ ? npurtEventTiming : npurtEventDisableTiming) |
+		                 (blocking_ ? npurtEventBlockingSync : 0) |
+		                 (interprocess_ ? npurtEventInterprocess : 0);
+		check(npurtEventCreateWithFlags(&ev_, flags), "npurtEventCreateWithFlags");
+		device_ = device;
+	}
+
 	npurtEvent_t ev_ = nullptr;
-	bool timing_, blocking_;
+	bool timing_, blocking_, interprocess_;
 	int device_ = -1;
 };
 
@@ -345,7 +385,9 @@ PYBIND11_MODULE(_C, m)
 	});
 
 	py::class_<PyEvent>(m, "_Event")
-	        .def(py::init<bool, bool>())
+	        .def(py::init<bool, bool, bool>())
+	        .def_static("from_ipc_handle", &PyEvent::fromIpcHandle)
+	        .def("ipc_handle", &PyEvent::ipcHandle)
 	        .def("record", &PyEvent::record)
 	        .def("wait", &PyEvent::wait)
 	        .def("query", &PyEvent::query)

@@ -247,11 +247,21 @@ class Event:
     """An NPU event. Timing is opt-in (enable_timing=True), as in torch_npu."""
 
     def __init__(self, enable_timing=False, blocking=False, interprocess=False):
-        if interprocess:
-            # libnpurt has no IPC event handles yet (RUNTIME_NEEDS.md).
-            raise RuntimeError("interprocess NPU events are not supported by libnpurt yet")
         self.enable_timing = bool(enable_timing)
-        self._ev = _C._Event(self.enable_timing, bool(blocking))
+        self._ev = _C._Event(self.enable_timing, bool(blocking), bool(interprocess))
+
+    @classmethod
+    def from_ipc_handle(cls, device, handle):
+        """Opens an event of another process from its ipc_handle() bytes."""
+        ev = cls.__new__(cls)
+        ev.enable_timing = False
+        ev._ev = _C._Event.from_ipc_handle(_index(device), bytes(handle))
+        return ev
+
+    def ipc_handle(self):
+        """Bytes that open this interprocess event in another process of the
+        same user (npurtIpcGetEventHandle)."""
+        return self._ev.ipc_handle()
 
     def record(self, stream=None):
         if stream is None:

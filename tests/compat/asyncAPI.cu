@@ -34,8 +34,7 @@ int main()
 
 	CHECK(cudaEventRecord(start, 0));
 	CHECK(cudaMemcpyAsync(d_a, a, n * sizeof(float), cudaMemcpyHostToDevice, 0));
-	scale_kernel<<<blocks, threads, 0, 0>>>(
-	        d_a, value, n);  // npurt: CHECK(opScale(d_a, d_a, value, n, 0));
+	scale_kernel<<<blocks, threads, 0, 0>>>(d_a, value, n); // npurt: CHECK(opScale(d_a, d_a, value, n, 0));
 	CHECK(cudaMemcpyAsync(a, d_a, n * sizeof(float), cudaMemcpyDeviceToHost, 0));
 	CHECK(cudaEventRecord(stop, 0));
 

@@ -54,12 +54,9 @@ int main()
 		CHECK(cudaMalloc((void **)&w.d, n * sizeof(float)));
 		for (int i = 0; i < n; i++)
 			w.h[i] = (float)(k + i % 5);
-		CHECK(cudaMemcpyAsync(w.d, w.h, n * sizeof(float), cudaMemcpyHostToDevice,
-		                      w.stream));
-		incKernel<<<n / 256, 256, 0, w.stream>>>(
-		        w.d, n);  // npurt: CHECK(opScale(w.d, w.d, 4.0f, n, w.stream));
-		CHECK(cudaMemcpyAsync(w.h, w.d, n * sizeof(float), cudaMemcpyDeviceToHost,
-		                      w.stream));
+		CHECK(cudaMemcpyAsync(w.d, w.h, n * sizeof(float), cudaMemcpyHostToDevice, w.stream));
+		incKernel<<<n / 256, 256, 0, w.stream>>>(w.d, n); // npurt: CHECK(opScale(w.d, w.d, 4.0f, n, w.stream));
+		CHECK(cudaMemcpyAsync(w.h, w.d, n * sizeof(float), cudaMemcpyDeviceToHost, w.stream));
 		CHECK(cudaStreamAddCallback(w.stream, myStreamCallback, &w, 0));
 	}
 	for (auto &w : workers)

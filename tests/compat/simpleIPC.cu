@@ -42,8 +42,7 @@ static int child(Shared *sh, int in, int out)
 	CHECK(cudaIpcOpenEventHandle(&ev, sh->eventHandle));
 	CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	CHECK(cudaStreamWaitEvent(s, ev, 0));
-	simpleKernel<<<n / 256, 256, 0, s>>>(d, 3.0f,
-	                                     n);  // npurt: CHECK(opScale(d, d, 3.0f, n, s));
+	simpleKernel<<<n / 256, 256, 0, s>>>(d, 3.0f, n); // npurt: CHECK(opScale(d, d, 3.0f, n, s));
 	CHECK(cudaStreamSynchronize(s));
 	std::vector<float> h(n);
 	CHECK(cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
@@ -79,8 +78,7 @@ int main()
 	for (int i = 0; i < n; i++)
 		h[i] = (float)(i % 9);
 	CHECK(cudaMemcpyAsync(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, s));
-	simpleKernel<<<n / 256, 256, 0, s>>>(d, 2.0f,
-	                                     n);  // npurt: CHECK(opScale(d, d, 2.0f, n, s));
+	simpleKernel<<<n / 256, 256, 0, s>>>(d, 2.0f, n); // npurt: CHECK(opScale(d, d, 2.0f, n, s));
 	CHECK(cudaEventRecord(ev, s));
 	CHECK(cudaIpcGetMemHandle(&sh->memHandle, d));
 	CHECK(cudaIpcGetEventHandle(&sh->eventHandle, ev));

@@ -43,8 +43,7 @@ int main()
 			h_in[k][i] = (float)(i % 13 + rep);
 		float *in = d_in[k], *out = d_out[k];
 		CHECK(cudaMemcpyAsync(in, h_in[k], bytes, cudaMemcpyHostToDevice, stream[k]));
-		incKernel<<<n / 512, 512, 0, stream[k]>>>(
-		        out, in, n, 1);  // npurt: CHECK(opScale(out, in, 2.0f, n, stream[k]));
+		incKernel<<<n / 512, 512, 0, stream[k]>>>(out, in, n, 1); // npurt: CHECK(opScale(out, in, 2.0f, n, stream[k]));
 		CHECK(cudaMemcpyAsync(h_out[k], out, bytes, cudaMemcpyDeviceToHost, stream[k]));
 		CHECK(cudaEventRecord(cycleDone[k], stream[k]));
 	}

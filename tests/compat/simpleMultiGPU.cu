@@ -42,8 +42,7 @@ int main()
 		float *in = d[i], *out = dsum[i];
 		CHECK(cudaMemcpyAsync(in, h[i], n * sizeof(float), cudaMemcpyHostToDevice,
 		                      streams[i]));
-		reduceKernel<<<1, 256, 0, streams[i]>>>(
-		        out, in, n);  // npurt: CHECK(opSum(out, in, n, streams[i]));
+		reduceKernel<<<1, 256, 0, streams[i]>>>(out, in, n); // npurt: CHECK(opSum(out, in, n, streams[i]));
 		CHECK(cudaMemcpyAsync(hsum[i], out, sizeof(float), cudaMemcpyDeviceToHost,
 		                      streams[i]));
 	}

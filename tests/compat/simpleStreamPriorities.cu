@@ -44,10 +44,8 @@ int main()
 	for (int i = 0; i < n; i++)
 		out[i] = (float)(i % 11);
 	CHECK(cudaMemcpy(src, out, n * sizeof(float), cudaMemcpyHostToDevice));
-	memcpy_kernel<<<n / 256, 256, 0, low>>>(
-	        dl, src, n);  // npurt: CHECK(opScale(dl, src, 1.0f, n, low));
-	memcpy_kernel<<<n / 256, 256, 0, high>>>(
-	        dh, src, n);  // npurt: CHECK(opScale(dh, src, 1.0f, n, high));
+	memcpy_kernel<<<n / 256, 256, 0, low>>>(dl, src, n); // npurt: CHECK(opScale(dl, src, 1.0f, n, low));
+	memcpy_kernel<<<n / 256, 256, 0, high>>>(dh, src, n); // npurt: CHECK(opScale(dh, src, 1.0f, n, high));
 	CHECK(cudaStreamSynchronize(low));
 	CHECK(cudaStreamSynchronize(high));
 	for (float *d : {dh, dl}) {

@@ -40,9 +40,7 @@ int main()
 		float *part = d_a + i * chunk;
 		CHECK(cudaMemcpyAsync(part, a + i * chunk, chunk * sizeof(float),
 		                      cudaMemcpyHostToDevice, streams[i]));
-		init_array<<<blocks, threads, 0, streams[i]>>>(
-		        part, factor,
-		        chunk);  // npurt: CHECK(opScale(part, part, factor, chunk, streams[i]));
+		init_array<<<blocks, threads, 0, streams[i]>>>(part, factor, chunk); // npurt: CHECK(opScale(part, part, factor, chunk, streams[i]));
 		CHECK(cudaMemcpyAsync(a + i * chunk, part, chunk * sizeof(float),
 		                      cudaMemcpyDeviceToHost, streams[i]));
 	}

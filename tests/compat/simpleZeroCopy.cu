@@ -38,8 +38,7 @@ int main()
 	CHECK(cudaHostGetDevicePointer((void **)&d_a, (void *)a, 0));
 	CHECK(cudaHostGetDevicePointer((void **)&d_b, (void *)b, 0));
 	CHECK(cudaHostGetDevicePointer((void **)&d_c, (void *)c, 0));
-	vectorAddGPU<<<n / 256, 256>>>(d_a, d_b, d_c,
-	                               n);  // npurt: CHECK(opAdd(d_c, d_a, d_b, n, 0));
+	vectorAddGPU<<<n / 256, 256>>>(d_a, d_b, d_c, n); // npurt: CHECK(opAdd(d_c, d_a, d_b, n, 0));
 	CHECK(cudaDeviceSynchronize());
 	for (int i = 0; i < n; i++)
 		EXPECT(c[i] == a[i] + b[i]);

@@ -1682,20 +1682,15 @@ npurtError_t Event::query(const char *api)
 		if (pending_)
 			return npurtErrorNotReady;
 	}
+	int ret;
 	if (ipc_) {
-		int ret = waitFence(*ipc_, 0);
-		if (ret == -ETIME)
-			return npurtErrorNotReady;
-		if (ret)
-			return setError(errorFromErrno(ret),
-			                osMessage(std::string(api) + ": waiting", ret));
-		return npurtSuccess;
+		ret = waitFence(*ipc_, 0);
+	} else {
+		Stream *s = nullptr;
+		uint64_t slot = 0;
+		Context *c = nullptr;
+		ret = waitPoint(point(&s, &slot, &c, 0), 0);
 	}
-	Stream *s = nullptr;
-	uint64_t slot = 0;
-	Context *c = nullptr;
-	Point p = point(&s, &slot, &c, 0);
-	int ret = waitPoint(p, 0);
 	if (ret == -ETIME)
 		return npurtErrorNotReady;
 	if (ret)

@@ -457,6 +457,26 @@ npurtError_t npurtSetCallSite(const char *file, int line, const char *function)
 	}
 }
 
+npurtError_t npurtCallSiteRegister(const char *file, int line, const char *function, uint64_t *id)
+{
+	try {
+		if (!id)
+			return nullArgument("npurtCallSiteRegister", "id");
+		return npurt::registerCallSite(file, line, function, id);
+	} catch (...) {
+		return npurt::errorFromException("npurtCallSiteRegister");
+	}
+}
+
+npurtError_t npurtSetCallSiteId(uint64_t id)
+{
+	if (!npurt::setCallSiteId(id))
+		return setError(npurtErrorInvalidValue,
+		                "npurtSetCallSiteId: " + std::to_string(id) +
+		                        " is not an id npurtCallSiteRegister gave");
+	return npurtSuccess;
+}
+
 npurtError_t npurtEventCreateWithFlags(npurtEvent_t *event, unsigned int flags)
 {
 	try {

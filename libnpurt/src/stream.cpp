@@ -100,8 +100,13 @@ PendingSite &threadCallSite()
 // Interned call sites: a program has a bounded number of them, but a
 // buggy one could make up texts without end, so the table stops growing.
 constexpr size_t kMaxCallSites = 1 << 16;
-std::mutex gSiteMutex;  // guards gSites
+std::mutex gSiteMutex;  // guards gSites and the table's growth
 std::unordered_map<std::string, std::unique_ptr<std::string>> gSites;
+// Registered call sites (npurtCallSiteRegister): id n is entry n - 1, read
+// without the lock; entries are written once, before the count covers them.
+std::atomic<const std::string *> gSiteTable[kMaxCallSites];
+std::atomic<uint64_t> gSiteIds{0};
+std::unordered_map<const std::string *, uint64_t> gSiteIdOf;  // guarded by gSiteMutex
 const std::string kTooManySites =
         "(a call site: more than 65536 distinct ones were given, no more are kept)";
 
@@ -262,6 +267,56 @@ std::string CallSite::str() const
 	return "return address " + where;
 }
 
+namespace {
+
+// The interned text of a call site; with gSiteMutex held.
+const std::string *internSiteLocked(const char *file, int line, const char *function)
+{
+	std::string text = std::string(file) + ":" + std::to_string(line);
+	if (*function)
+		text += std::string(" in ") + function + (std::strchr(function, '(') ? "" : "()");
+	auto it = gSites.find(text);
+	if (it != gSites.end())
+		return it->second.get();
+	if (gSites.size() >= kMaxCallSites)
+		return &kTooManySites;
+	auto owned = std::make_unique<std::string>(text);
+	const std::string *p = owned.get();
+	gSites.emplace(std::move(text), std::move(owned));
+	return p;
+}
+
+}  // namespace
+
+npurtError_t registerCallSite(const char *file, int line, const char *function, uint64_t *id)
+{
+	std::lock_guard<std::mutex> lock(gSiteMutex);
+	const std::string *text =
+	        internSiteLocked(file ? file : "?", line, function ? function : "");
+	if (text == &kTooManySites)
+		return setError(npurtErrorMemoryAllocation,
+		                "npurtCallSiteRegister: more than 65536 distinct call sites");
+	auto it = gSiteIdOf.find(text);
+	if (it != gSiteIdOf.end()) {
+		*id = it->second;
+		return npurtSuccess;
+	}
+	const uint64_t n = gSiteIds.load(std::memory_order_relaxed);
+	gSiteTable[n].store(text, std::memory_order_relaxed);
+	gSiteIds.store(n + 1, std::memory_order_release);
+	gSiteIdOf.emplace(text, n + 1);
+	*id = n + 1;
+	return npurtSuccess;
+}
+
+bool setCallSiteId(uint64_t id)
+{
+	if (!id || id > gSiteIds.load(std::memory_order_acquire))
+		return false;
+	threadCallSite().pending = gSiteTable[id - 1].load(std::memory_order_relaxed);
+	return true;
+}
+
 void setCallSite(const char *file, int line, const char *function)
 {
 	PendingSite &ps = threadCallSite();
@@ -274,19 +329,9 @@ void setCallSite(const char *file, int line, const char *function)
 		ps.pending = ps.last;
 		return;
 	}
-	std::string text = std::string(file) + ":" + std::to_string(line);
-	if (*function)
-		text += std::string(" in ") + function + (std::strchr(function, '(') ? "" : "()");
-	std::lock_guard<std::mutex> lock(gSiteMutex);
-	auto it = gSites.find(text);
-	if (it != gSites.end()) {
-		ps.pending = it->second.get();
-	} else if (gSites.size() < kMaxCallSites) {
-		auto owned = std::make_unique<std::string>(text);
-		ps.pending = owned.get();
-		gSites.emplace(std::move(text), std::move(owned));
-	} else {
-		ps.pending = &kTooManySites;
+	{
+		std::lock_guard<std::mutex> lock(gSiteMutex);
+		ps.pending = internSiteLocked(file, line, function);
 	}
 	ps.last = ps.pending;
 	ps.lastFile = file;

@@ -105,6 +105,10 @@ extern const char *const kTypeNames[4];
 // next enqueue, else the caller's return address.
 CallSite takeCallSite(void *returnAddress);
 void setCallSite(const char *file, int line, const char *function);
+// npurtCallSiteRegister / npurtSetCallSiteId: a call site interned once and
+// named by a number after; false for a number never handed out.
+npurtError_t registerCallSite(const char *file, int line, const char *function, uint64_t *id);
+bool setCallSiteId(uint64_t id);
 
 // Every live stream, for the fault monitor.
 std::vector<Stream *> liveStreams();

@@ -437,6 +437,40 @@ TEST_F(Parity, NullStreamEventCoversBlockingStreams)
 	npurtStreamDestroy(quiet);
 }
 
+// A registered call site names the next enqueue by its id, as
+// npurtSetCallSite does by its text.
+TEST_F(Parity, RegisteredCallSiteNamesTheFaultingTask)
+{
+	uint64_t id = 0, again = 0, other = 0;
+	ASSERT_EQ(npurtCallSiteRegister("model.py", 42, "forward", &id), npurtSuccess);
+	ASSERT_EQ(npurtCallSiteRegister("model.py", 42, "forward", &again), npurtSuccess);
+	ASSERT_EQ(npurtCallSiteRegister("model.py", 43, "forward", &other), npurtSuccess);
+	EXPECT_NE(id, 0u);
+	EXPECT_EQ(again, id) << "the same site, the same id";
+	EXPECT_NE(other, id);
+	EXPECT_EQ(npurtSetCallSiteId(0), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtSetCallSiteId(other + 1000000), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtCallSiteRegister("x", 1, "f", nullptr), npurtErrorInvalidValue);
+	npurtGetLastError();
+	if (vmknobs::debugfsDir(0).empty())
+		GTEST_SKIP() << "needs root: injects a fault through debugfs";
+	npurtStream_t s = nullptr;
+	void *d = nullptr;
+	ASSERT_EQ(npurtStreamCreate(&s), npurtSuccess);
+	ASSERT_EQ(npurtMalloc(&d, 4096), npurtSuccess);
+	ASSERT_TRUE(vmknobs::writeKnob(0, "inject_fault", 1));
+	ASSERT_EQ(npurtSetCallSiteId(id), npurtSuccess);
+	ASSERT_EQ(npurtMemsetAsync(d, 1, 4096, s), npurtSuccess);
+	EXPECT_EQ(npurtStreamSynchronize(s), npurtErrorDeviceFault);
+	std::string msg = lastMessage();
+	npurtGetLastError();
+	vmknobs::writeKnob(0, "inject_fault", 0);
+	EXPECT_NE(msg.find("model.py:42 in forward()"), std::string::npos) << msg;
+	EXPECT_EQ(npurtStreamRecover(s), npurtSuccess);
+	npurtFree(d);
+	npurtStreamDestroy(s);
+}
+
 // More streams than the driver gives a context queues (256): streams share
 // queues, and work on each still runs in its order, also after the streams
 // that created the shared queues are gone.

@@ -464,6 +464,13 @@ NPURT_API npurtError_t npurtSetErrorCallback(npurtErrorCallback_t callback, void
  * caller's return address.
  */
 NPURT_API npurtError_t npurtSetCallSite(const char *file, int line, const char *function);
+/* The same for a call site named often (a framework's per-op locations):
+ * register it once for an id (the same site always gets the same id), then
+ * name it per enqueue with no text compared and no lock taken. At most
+ * 65536 distinct sites; an id never handed out is npurtErrorInvalidValue. */
+NPURT_API npurtError_t npurtCallSiteRegister(const char *file, int line, const char *function,
+                                             uint64_t *id);
+NPURT_API npurtError_t npurtSetCallSiteId(uint64_t id);
 
 /* Events. As in CUDA, an event times by default: recording it enqueues a
  * device timestamp (one small task on the stream, batched with its other

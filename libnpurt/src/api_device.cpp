@@ -189,6 +189,69 @@ npurtError_t npurtDeviceGetAttribute(int *value, npurtDeviceAttr attr, int devic
 	}
 }
 
+namespace {
+
+npurtError_t checkPeer(const char *api, int device, int peer)
+{
+	Runtime &rt = Runtime::instance();
+	if (npurtError_t err = rt.start())
+		return err;
+	if (npurtError_t err = rt.checkOrdinal(device, api))
+		return err;
+	return rt.checkOrdinal(peer, api);
+}
+
+}  // namespace
+
+npurtError_t npurtDeviceCanAccessPeer(int *canAccess, int device, int peerDevice)
+{
+	try {
+		if (!canAccess)
+			return nullArgument("npurtDeviceCanAccessPeer", "canAccess");
+		if (npurtError_t err = checkPeer("npurtDeviceCanAccessPeer", device, peerDevice))
+			return err;
+		// No engine reaches another NPU's memory yet (see npurt.h).
+		*canAccess = 0;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtDeviceCanAccessPeer");
+	}
+}
+
+npurtError_t npurtDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
+	try {
+		const char *api = "npurtDeviceEnablePeerAccess";
+		if (flags)
+			return npurt::setError(npurtErrorInvalidValue,
+			                       std::string(api) + ": flags must be 0");
+		if (npurtError_t err = checkPeer(api, npurt::threadDevice(), peerDevice))
+			return err;
+		return npurt::setError(npurtErrorPeerAccessUnsupported,
+		                       std::string(api) + ": NPU " +
+		                               std::to_string(npurt::threadDevice()) +
+		                               " cannot access NPU " + std::to_string(peerDevice) +
+		                               " directly; copies between them go through the host "
+		                               "(npurtMemcpyPeer, npurtMemcpyDefault)");
+	} catch (...) {
+		return npurt::errorFromException("npurtDeviceEnablePeerAccess");
+	}
+}
+
+npurtError_t npurtDeviceDisablePeerAccess(int peerDevice)
+{
+	try {
+		const char *api = "npurtDeviceDisablePeerAccess";
+		if (npurtError_t err = checkPeer(api, npurt::threadDevice(), peerDevice))
+			return err;
+		return npurt::setError(npurtErrorPeerAccessNotEnabled,
+		                       std::string(api) + ": peer access to NPU " +
+		                               std::to_string(peerDevice) + " was never enabled");
+	} catch (...) {
+		return npurt::errorFromException("npurtDeviceDisablePeerAccess");
+	}
+}
+
 npurtError_t npurtSetDeviceFlags(unsigned int flags)
 {
 	try {

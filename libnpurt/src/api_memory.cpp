@@ -668,6 +668,61 @@ npurtError_t npurtMemset(void *devPtr, int value, size_t count)
 	}
 }
 
+namespace {
+
+// Both devices exist, and dst and src are memory of them.
+npurtError_t checkPeerCopy(const char *api, const void *dst, int dstDevice, const void *src,
+                           int srcDevice)
+{
+	Runtime &rt = Runtime::instance();
+	if (npurtError_t err = rt.start())
+		return err;
+	if (npurtError_t err = rt.checkOrdinal(dstDevice, api))
+		return err;
+	if (npurtError_t err = rt.checkOrdinal(srcDevice, api))
+		return err;
+	if (rt.deviceOfAddress(addrOf(dst)) != dstDevice)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": dst " + hexAddr(addrOf(dst)) +
+		                        " is not memory of NPU " + std::to_string(dstDevice));
+	if (rt.deviceOfAddress(addrOf(src)) != srcDevice)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": src " + hexAddr(addrOf(src)) +
+		                        " is not memory of NPU " + std::to_string(srcDevice));
+	return npurtSuccess;
+}
+
+}  // namespace
+
+npurtError_t npurtMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		const char *api = "npurtMemcpyPeer";
+		if (npurtError_t err = checkPeerCopy(api, dst, dstDevice, src, srcDevice))
+			return err;
+		return npurt::planCopy(api, dst, src, count, npurtMemcpyDeviceToDevice, nullptr,
+		                       true, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpyPeer");
+	}
+}
+
+npurtError_t npurtMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+                                  size_t count, npurtStream_t stream)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		const char *api = "npurtMemcpyPeerAsync";
+		if (npurtError_t err = checkPeerCopy(api, dst, dstDevice, src, srcDevice))
+			return err;
+		return npurt::planCopy(api, dst, src, count, npurtMemcpyDeviceToDevice, stream,
+		                       false, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpyPeerAsync");
+	}
+}
+
 npurtError_t npurtMemset_ptds(void *devPtr, int value, size_t count)
 {
 	void *ra = __builtin_return_address(0);

@@ -48,6 +48,14 @@ constexpr ErrorInfo kErrors[] = {
         {npurtErrorHostMemoryAllocation, "npurtErrorHostMemoryAllocation", "out of host memory"},
         {npurtErrorPermission, "npurtErrorPermission", "permission denied"},
         {npurtErrorOperatingSystem, "npurtErrorOperatingSystem", "operating system call failed"},
+        {npurtErrorHostMemoryAlreadyRegistered, "npurtErrorHostMemoryAlreadyRegistered",
+         "the host range overlaps a registered or pinned one"},
+        {npurtErrorHostMemoryNotRegistered, "npurtErrorHostMemoryNotRegistered",
+         "the pointer is not registered host memory"},
+        {npurtErrorPeerAccessUnsupported, "npurtErrorPeerAccessUnsupported",
+         "direct access between these NPUs is not supported"},
+        {npurtErrorPeerAccessNotEnabled, "npurtErrorPeerAccessNotEnabled",
+         "peer access was not enabled"},
         {npurtErrorUnknown, "npurtErrorUnknown", "unknown error"},
 };
 

@@ -30,8 +30,23 @@ const npurtError_t kAllErrors[] = {
         npurtErrorHostMemoryAllocation,
         npurtErrorPermission,
         npurtErrorOperatingSystem,
+        npurtErrorHostMemoryAlreadyRegistered,
+        npurtErrorHostMemoryNotRegistered,
+        npurtErrorPeerAccessUnsupported,
+        npurtErrorPeerAccessNotEnabled,
         npurtErrorUnknown,
 };
+
+// Codes are numbered without gaps up to the last one (only added, never
+// renumbered): every one of them has a name (17 and 18 once had none).
+TEST(Errors, CodesAreContiguousAndAllNamed)
+{
+	for (int c = npurtSuccess; c <= npurtErrorPeerAccessNotEnabled; c++)
+		EXPECT_STRNE(npurtGetErrorName(static_cast<npurtError_t>(c)),
+		             "npurtErrorUnrecognized")
+		        << c;
+	EXPECT_EQ(std::size(kAllErrors), static_cast<size_t>(npurtErrorPeerAccessNotEnabled) + 2);
+}
 
 TEST(Errors, EveryCodeHasADistinctNameAndString)
 {

@@ -59,6 +59,8 @@ typedef enum npurtError {
 	npurtErrorOperatingSystem = 16, /* an unexpected OS error */
 	npurtErrorHostMemoryAlreadyRegistered = 17, /* range overlaps a registration */
 	npurtErrorHostMemoryNotRegistered = 18, /* not a registered pointer */
+	npurtErrorPeerAccessUnsupported = 19, /* no direct access between the NPUs */
+	npurtErrorPeerAccessNotEnabled = 20, /* peer access was not enabled */
 	npurtErrorUnknown = 999
 } npurtError_t;
 
@@ -435,6 +437,23 @@ NPURT_API npurtError_t npurtStreamWaitEvent(npurtStream_t stream, npurtEvent_t e
                                             unsigned int flags);
 /* Waits for every stream of the current context. */
 NPURT_API npurtError_t npurtDeviceSynchronize(void);
+/*
+ * Peer NPUs. Direct access between NPUs (an engine of one reading the
+ * other's memory) is not available yet: npurtDeviceCanAccessPeer says 0,
+ * npurtDeviceEnablePeerAccess fails with npurtErrorPeerAccessUnsupported,
+ * as CUDA's do between GPUs without a peer link, so ported programs take
+ * their staged path. npurtMemcpyPeer(Async) copy between the NPUs' memory
+ * through the host (as npurtMemcpyDefault does across devices); dst must
+ * be memory of dstDevice and src of srcDevice.
+ */
+NPURT_API npurtError_t npurtDeviceCanAccessPeer(int *canAccess, int device, int peerDevice);
+NPURT_API npurtError_t npurtDeviceEnablePeerAccess(int peerDevice, unsigned int flags);
+NPURT_API npurtError_t npurtDeviceDisablePeerAccess(int peerDevice);
+NPURT_API npurtError_t npurtMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
+                                       size_t count);
+NPURT_API npurtError_t npurtMemcpyPeerAsync(void *dst, int dstDevice, const void *src,
+                                            int srcDevice, size_t count, npurtStream_t stream);
+
 /* As CUDA's cudaDeviceReset: waits for the current device's work, then
  * destroys its primary context in this process (memory, streams, events'
  * slots); the next call that needs it makes a new one. Contexts made with

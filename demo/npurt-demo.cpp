@@ -3,8 +3,6 @@
 // pool, pinned memory, copies, streams and events overlapping copy and
 // compute, an op pipeline checked against the CPU, a fault reported with
 // its origin, and a profile trace.
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 
 #include <chrono>
 #include <cmath>
@@ -184,12 +182,9 @@ void faultReport()
 {
 	section("a device fault, reported with its origin");
 	npurtDeviceProp p = npurt::deviceProperties(0);
-	struct stat st {};
-	std::string inject;
-	if (stat(p.devicePath, &st) == 0)
-		inject = "/sys/kernel/debug/dri/" + std::to_string(minor(st.st_rdev)) +
-		         "/inject_fault";
-	std::ofstream f(inject);
+	std::ofstream f;
+	if (p.debugfsPath[0])
+		f.open(std::string(p.debugfsPath) + "/inject_fault");
 	if (!f) {
 		std::printf("(fault injection needs root and debugfs; skipped)\n");
 		return;

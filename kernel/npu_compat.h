@@ -9,8 +9,16 @@
 #include <linux/module.h>
 #include <linux/platform_device.h>
 #include <linux/stringify.h>
+#include <drm/drm_drv.h>
+#include <drm/drm_gem.h>
+#include <drm/gpu_scheduler.h>
 
 #include "npu_config.h"
+
+#if defined(NPU_HAVE_DRM_ACCEL)
+#include <drm/drm_accel.h>
+#include <drm/drm_ioctl.h>
+#endif
 
 /*
  * platform_driver remove callback: int-returning .remove before 6.11, with a
@@ -51,6 +59,82 @@
 #define NPU_IMPORT_NS(ns)		MODULE_IMPORT_NS(ns)
 #else
 #define NPU_IMPORT_NS(ns)		MODULE_IMPORT_NS(__stringify(ns))
+#endif
+
+/*
+ * The node: a compute accelerator (/dev/accel/accelN) where the kernel has
+ * drivers/accel, as upstream wants of NPU drivers; a render node before.
+ */
+#if defined(NPU_HAVE_DRM_ACCEL)
+#define NPU_DRIVER_NODE			DRIVER_COMPUTE_ACCEL
+#define NPU_DEFINE_FOPS(name)		DEFINE_DRM_ACCEL_FOPS(name)
+#else
+#define NPU_DRIVER_NODE			DRIVER_RENDER
+#define NPU_DEFINE_FOPS(name)		DEFINE_DRM_GEM_FOPS(name)
+#endif
+
+/*
+ * The DRM core calls drm_driver.debugfs_init for DRM minors only: an accel
+ * node's files are made by the driver once registered (as ivpu does), in
+ * the device's debugfs folder (/sys/kernel/debug/accel/<unique>/).
+ */
+#if defined(NPU_HAVE_DRM_ACCEL)
+#define npu_accel_debugfs_init(drm)	npu_debugfs_init((drm)->accel)
+#else
+#define npu_accel_debugfs_init(drm)	do { } while (0)
+#endif
+
+/* The lowest scheduler priority: _LOW from 6.7, _MIN before. */
+#if defined(NPU_HAVE_DRM_SCHED_PRIORITY_LOW)
+#define NPU_SCHED_PRIORITY_LOW		DRM_SCHED_PRIORITY_LOW
+#else
+#define NPU_SCHED_PRIORITY_LOW		DRM_SCHED_PRIORITY_MIN
+#endif
+
+/*
+ * drm_sched_init() with a struct of arguments (6.15, and 6.1 and 6.12
+ * stable) or with them listed (a submit workqueue and run-queue count from
+ * 6.8). A NULL submit workqueue makes the scheduler allocate its own.
+ */
+static inline int npu_sched_init(struct drm_gpu_scheduler *sched,
+				 const struct drm_sched_backend_ops *ops,
+				 u32 credit_limit, long timeout,
+				 const char *name, struct device *dev)
+{
+#if defined(NPU_HAVE_DRM_SCHED_INIT_ARGS)
+	const struct drm_sched_init_args args = {
+		.ops = ops,
+#if defined(NPU_HAVE_DRM_SCHED_INIT_ARGS_NUM_RQS)
+		.num_rqs = DRM_SCHED_PRIORITY_COUNT,
+#endif
+		.credit_limit = credit_limit,
+		.hang_limit = 0,
+		.timeout = timeout,
+		.name = name,
+		.dev = dev,
+	};
+
+	return drm_sched_init(sched, &args);
+#else
+	return drm_sched_init(sched, ops, NULL, DRM_SCHED_PRIORITY_COUNT,
+			      credit_limit, 0, timeout, NULL, NULL, name, dev);
+#endif
+}
+
+/*
+ * drm_sched_job_init(): every job is one credit (the count is 6.7+); the
+ * submitting client's id goes to the scheduler's trace points (6.17, and
+ * 6.12 stable).
+ */
+#if defined(NPU_HAVE_DRM_SCHED_JOB_INIT_CLIENT_ID)
+#define npu_sched_job_init(job, entity, owner, file) \
+	drm_sched_job_init(job, entity, 1, owner, (file)->client_id)
+#elif defined(NPU_HAVE_DRM_SCHED_JOB_INIT_CREDITS)
+#define npu_sched_job_init(job, entity, owner, file) \
+	drm_sched_job_init(job, entity, 1, owner)
+#else
+#define npu_sched_job_init(job, entity, owner, file) \
+	drm_sched_job_init(job, entity, owner)
 #endif
 
 #endif /* __NPU_COMPAT_H__ */

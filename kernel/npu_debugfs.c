@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * debugfs, per device (/sys/kernel/debug/dri/N/):
+ * debugfs, per device (/sys/kernel/debug/dri/<minor>/ for a render node,
+ * /sys/kernel/debug/accel/<device name>/ for an accel node):
  *   npu_memory   device memory capacity and use, live BOs and contexts
  *   npu_clients  every context: its process, what it holds, its mappings
  *                and its queues

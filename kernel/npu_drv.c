@@ -108,10 +108,10 @@ static const struct drm_ioctl_desc npu_ioctls[] = {
 			  DRM_RENDER_ALLOW),
 };
 
-DEFINE_DRM_GEM_FOPS(npu_fops);
+NPU_DEFINE_FOPS(npu_fops);
 
 static const struct drm_driver npu_drm_driver = {
-	.driver_features = DRIVER_GEM | DRIVER_RENDER | DRIVER_SYNCOBJ |
+	.driver_features = DRIVER_GEM | NPU_DRIVER_NODE | DRIVER_SYNCOBJ |
 			   DRIVER_SYNCOBJ_TIMELINE,
 	.open = npu_open,
 	.postclose = npu_postclose,
@@ -157,6 +157,7 @@ static int npu_probe(struct platform_device *pdev)
 	ret = drm_dev_register(&ndev->drm, 0);
 	if (ret)
 		goto err_engines_fini;
+	npu_accel_debugfs_init(&ndev->drm);
 
 	return 0;
 

@@ -14,6 +14,7 @@
 
 #include <drm/drm_print.h>
 
+#include "npu_compat.h"
 #include "npu_compute.h"
 #include "npu_drv.h"
 #include "npu_engine.h"
@@ -38,14 +39,6 @@ static void npu_engine_fini(struct npu_engine *engine)
 static int npu_engine_init(struct npu_device *ndev, struct npu_engine *engine,
 			   u32 id, u32 class, u32 instance)
 {
-	struct drm_sched_init_args args = {
-		.ops = &npu_sched_ops,
-		.credit_limit = NPU_ENGINE_CREDITS,
-		.hang_limit = 0,
-		.timeout = MAX_SCHEDULE_TIMEOUT,
-		.name = engine->name,
-		.dev = ndev->drm.dev,
-	};
 	int ret;
 
 	engine->ndev = ndev;
@@ -76,7 +69,8 @@ static int npu_engine_init(struct npu_device *ndev, struct npu_engine *engine,
 		ret = -ENOMEM;
 		goto err_scratch;
 	}
-	ret = drm_sched_init(&engine->sched, &args);
+	ret = npu_sched_init(&engine->sched, &npu_sched_ops, NPU_ENGINE_CREDITS,
+			     MAX_SCHEDULE_TIMEOUT, engine->name, ndev->drm.dev);
 	if (ret)
 		goto err_wq;
 	return 0;

@@ -26,6 +26,7 @@
 #include <drm/drm_print.h>
 #include <drm/drm_syncobj.h>
 
+#include "npu_compat.h"
 #include "npu_compute.h"
 #include "npu_copy.h"
 #include "npu_drv.h"
@@ -689,7 +690,7 @@ int npu_ioctl_submit(struct drm_device *drm, void *data,
 	}
 
 	/* Allocates: under submit_lock, which no fence signalling takes. */
-	ret = drm_sched_job_init(&job->base, &queue->entity, nfile);
+	ret = npu_sched_job_init(&job->base, &queue->entity, nfile, file);
 	if (ret)
 		goto err_unlock;
 	for (i = 0; i < job->in_fence_count; i++) {

@@ -12,6 +12,7 @@
 #include <drm/drm_print.h>
 #include <drm/drm_syncobj.h>
 
+#include "npu_compat.h"
 #include "npu_drv.h"
 #include "npu_engine.h"
 #include "npu_queue.h"
@@ -75,7 +76,7 @@ int npu_queue_error(struct npu_queue *queue)
 }
 
 static const enum drm_sched_priority npu_priorities[] = {
-	[DRM_NPU_PRIORITY_LOW] = DRM_SCHED_PRIORITY_MIN,
+	[DRM_NPU_PRIORITY_LOW] = NPU_SCHED_PRIORITY_LOW,
 	[DRM_NPU_PRIORITY_NORMAL] = DRM_SCHED_PRIORITY_NORMAL,
 	[DRM_NPU_PRIORITY_HIGH] = DRM_SCHED_PRIORITY_HIGH,
 };

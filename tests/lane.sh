@@ -8,6 +8,11 @@
 # Lanes:
 #   stock   Debian 12's kernel (6.1) with full preemption (preempt=full:
 #           Debian builds it PREEMPT_DYNAMIC), the module from `make`.
+#   debian13  Debian 13 whole: its kernel (6.12, where the NPUs are accel
+#           nodes), g++ 14, Python 3.13 and torch 2.6, in the root that
+#           `make deps` makes (build/debian13); the tree is built in that
+#           root (tools/sysroot/build-lane, into build/lanes/debian13) and
+#           the guest runs in it. Full preemption, as stock.
 #   debug   the debug kernel (tools/debug-kernel/build: lockdep, KASAN,
 #           kmemleak, DEBUG_OBJECTS, DEBUG_LIST, atomic-sleep checks,
 #           full preemption, KCOV), built once and cached, and the module
@@ -33,9 +38,22 @@ record() {
 
 args=()
 suite_env=()
+# Where the lane's build is: the tree's own, or one made for the lane.
+lane_build=$build
 case "$lane" in
 stock)
 	args=(--append preempt=full)
+	;;
+debian13)
+	echo "== build in the Debian 13 root"
+	root=$build/debian13
+	lane_build=$build/lanes/debian13
+	if ! "$top/tools/sysroot/build-lane" "$root" "$lane_build" > "$results/build-lane.log" 2>&1; then
+		tail -n 30 "$results/build-lane.log" >&2
+		record debian13-build 1 "$(tail -n 30 "$results/build-lane.log")"
+		exit 1
+	fi
+	args=(--root "$root" --module "$lane_build/kernel/npu.ko" --append preempt=full)
 	;;
 debug)
 	echo "== debug kernel"
@@ -73,7 +91,7 @@ esac
 
 echo "== VM suites, $lane lane (one boot)"
 "$top/tools/vmrun" --out "$vmout" "${args[@]}" -- "${suite_env[@]}" \
-	"$top/tests/vm-suites.sh" "$build" "$vmout/results"
+	"$top/tests/vm-suites.sh" "$lane_build" "$vmout/results"
 rc=$?
 if [ "$rc" = 0 ]; then
 	why="kernel log clean, kmemleak silent, module unloaded"

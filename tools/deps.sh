@@ -4,7 +4,7 @@
 set -eu
 
 PKGS="qemu-system-x86 linux-image-amd64 linux-headers-amd64 libdrm-dev
-busybox-static cpio linux-source-6.1 sparse xz-utils kmod pkg-config
+busybox-static cpio debootstrap linux-source-6.1 sparse xz-utils kmod pkg-config
 cmake g++ ccache libgtest-dev clang-format clang-tidy python3
 flex bison bc libelf-dev libssl-dev
 python3-torch libtorch-dev pybind11-dev python3-pytest"
@@ -47,4 +47,14 @@ if [ ! -f "$dst/.done" ]; then
 		'linux-source-6.1/scripts/spelling.txt' \
 		'linux-source-6.1/scripts/const_structs.checkpatch'
 	touch "$dst/.done"
+fi
+
+# The Debian 13 lane's root (its kernel, g++ 14, Python 3.13, torch 2.6):
+# made once in the cache outside the clone (about 1.5 GB of packages), and
+# named build/debian13 in the tree. NPU_SKIP_DEBIAN13=1 skips it.
+if [ "${NPU_SKIP_DEBIAN13:-0}" != 1 ]; then
+	cache=${NPU_CACHE:-/var/cache/npu-stack}
+	"$top/tools/sysroot/make-root" trixie "$cache/debian13"
+	mkdir -p "$top/build"
+	ln -sfn "$cache/debian13" "$top/build/debian13"
 fi

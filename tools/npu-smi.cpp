@@ -6,8 +6,6 @@
 //
 // Per-process figures come from the driver's debugfs (root only); without
 // it the process table says so.
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -55,16 +53,14 @@ unsigned long long field(const std::string &line, const std::string &key)
 	               : std::strtoull(line.c_str() + at + key.size() + 2, nullptr, 10);
 }
 
-// Reads /sys/kernel/debug/dri/<render minor>/npu_clients: one line per
+// Reads npu_clients in the driver's debugfs folder: one line per
 // context ("context pid P (comm): bos ... device ... pinned ... mappings ..."),
 // summed per process.
 bool readClients(const npurtDeviceProp &p, std::vector<Process> *out)
 {
-	struct stat st {};
-	if (stat(p.devicePath, &st))
+	if (!p.debugfsPath[0])
 		return false;
-	std::ifstream f("/sys/kernel/debug/dri/" + std::to_string(minor(st.st_rdev)) +
-	                "/npu_clients");
+	std::ifstream f(std::string(p.debugfsPath) + "/npu_clients");
 	if (!f)
 		return false;
 	std::map<long, Process> byPid;

@@ -2,6 +2,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <xf86drm.h>
 
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "error.h"
 #include "os_interface.h"
@@ -26,6 +29,7 @@ public:
 	DrmDevice &operator=(const DrmDevice &) = delete;
 
 	const std::string &path() const override { return path_; }
+	std::string debugfsPath() const override;
 
 	int ioctl(unsigned long request, void *arg) override
 	{
@@ -69,27 +73,58 @@ bool isNpuNode(int fd)
 	return match;
 }
 
-// Render node paths under /dev/dri, by minor number. drmGetDevices2() is not
-// used: it skips platform devices without a device-tree node, which is what
-// the emulated NPUs are.
-std::vector<std::string> renderNodes()
+// The nodes an NPU may be behind, by minor number: compute accelerator
+// nodes (/dev/accel/accelN, kernels with drivers/accel) and render nodes
+// (/dev/dri/renderDN, before). drmGetDevices2() is not used: it skips
+// platform devices without a device-tree node, which is what the emulated
+// NPUs are, and it knows no accel nodes.
+std::vector<std::string> deviceNodes()
 {
-	std::vector<std::pair<int, std::string>> found;
-	DIR *dir = ::opendir("/dev/dri");
-	if (!dir)
-		return {};
-	while (struct dirent *e = ::readdir(dir)) {
-		int minor = 0;
-		if (std::sscanf(e->d_name, "renderD%d", &minor) == 1)
-			found.emplace_back(minor, std::string("/dev/dri/") + e->d_name);
-	}
-	::closedir(dir);
-	std::sort(found.begin(), found.end());
+	static constexpr struct {
+		const char *dir;
+		const char *pattern;
+	} kKinds[] = {{"/dev/accel", "accel%d"}, {"/dev/dri", "renderD%d"}};
 	std::vector<std::string> paths;
-	paths.reserve(found.size());
-	for (auto &f : found)
-		paths.push_back(std::move(f.second));
+	for (const auto &kind : kKinds) {
+		std::vector<std::pair<int, std::string>> found;
+		DIR *dir = ::opendir(kind.dir);
+		if (!dir)
+			continue;
+		while (struct dirent *e = ::readdir(dir)) {
+			int minor = 0;
+			if (std::sscanf(e->d_name, kind.pattern, &minor) == 1)
+				found.emplace_back(minor, std::string(kind.dir) + "/" + e->d_name);
+		}
+		::closedir(dir);
+		std::sort(found.begin(), found.end());
+		for (auto &f : found)
+			paths.push_back(std::move(f.second));
+	}
 	return paths;
+}
+
+// The DRM core names a render node's debugfs folder by its minor number
+// (dri/128), an accel node's by the device's name (accel/npu-emu.0, 6.12),
+// so both are tried; the folder that holds the driver's npu_engines is it.
+std::string DrmDevice::debugfsPath() const
+{
+	namespace fs = std::filesystem;
+	struct stat st {};
+	if (::stat(path_.c_str(), &st) || !S_ISCHR(st.st_mode))
+		return "";
+	const bool accel = path_.rfind("/dev/accel/", 0) == 0;
+	const fs::path root = accel ? "/sys/kernel/debug/accel" : "/sys/kernel/debug/dri";
+	std::error_code ec;
+	const fs::path dev =
+	        fs::read_symlink("/sys/dev/char/" + std::to_string(major(st.st_rdev)) + ":" +
+	                                 std::to_string(minor(st.st_rdev)) + "/device",
+	                         ec);
+	for (const fs::path &d :
+	     {root / std::to_string(minor(st.st_rdev)), ec ? fs::path() : root / dev.filename()}) {
+		if (!d.empty() && ::access((d / "npu_engines").c_str(), R_OK) == 0)
+			return d.string();
+	}
+	return "";
 }
 
 class DrmInterface final : public Interface {
@@ -97,7 +132,7 @@ public:
 	Discovery openDevices() override
 	{
 		Discovery d;
-		for (const auto &path : renderNodes()) {
+		for (const auto &path : deviceNodes()) {
 			int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
 			if (fd < 0) {
 				// A node we cannot open we cannot identify either:

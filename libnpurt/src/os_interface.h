@@ -17,6 +17,9 @@ public:
 	virtual ~Device() = default;
 	// The node's path, for messages.
 	virtual const std::string &path() const = 0;
+	// The driver's debugfs folder for this node, "" where there is none
+	// to be seen (debugfs not mounted, or not readable by this process).
+	virtual std::string debugfsPath() const { return ""; }
 	// ioctl on the node, restarted on EINTR/EAGAIN; 0 or -errno.
 	virtual int ioctl(unsigned long request, void *arg) = 0;
 	// The file descriptor, for PRIME; -1 if there is none.

@@ -122,6 +122,8 @@ npurtError_t Runtime::discover()
 		std::snprintf(p.name, sizeof(p.name), "%.*s", static_cast<int>(sizeof(info.name)),
 		              info.name);
 		std::snprintf(p.devicePath, sizeof(p.devicePath), "%s", node->path().c_str());
+		std::snprintf(p.debugfsPath, sizeof(p.debugfsPath), "%s",
+		              node->debugfsPath().c_str());
 		p.deviceIndex = static_cast<int>(info.device_index);
 		p.engineCount = static_cast<int>(info.num_engines);
 		p.copyEngineCount = static_cast<int>(info.num_copy_engines);
@@ -182,7 +184,8 @@ npurtError_t Runtime::discover()
 		startMessage_ = mismatch;
 		return npurtErrorInsufficientDriver;
 	}
-	startMessage_ = "no NPU found: no /dev/dri/renderD* node belongs to the npu driver "
+	startMessage_ = "no NPU found: no /dev/accel/accel* or /dev/dri/renderD* node belongs to "
+	                "the npu driver "
 	                "(is npu.ko loaded?)";
 	for (const auto &f : found.failures)
 		startMessage_ += "; " + f;

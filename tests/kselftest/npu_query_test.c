@@ -115,7 +115,7 @@ FIXTURE_SETUP(query)
 	self->fd = -1;
 	self->saved_drm_debug = -1;
 	n = npu_open_nodes(self->nodes, NPU_MAX_NODES);
-	ASSERT_LE(0, n) TH_LOG("scanning %s: %s", NPU_DRI_DIR, strerror(-n));
+	ASSERT_LE(0, n) TH_LOG("scanning %s and %s: %s", NPU_ACCEL_DIR, NPU_DRI_DIR, strerror(-n));
 	self->num_nodes = n;
 	if (!n)
 		SKIP(return, "no npu render node (is npu.ko loaded?)");

@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include <npu_drm.h>
 
 #define NPU_DRI_DIR		"/dev/dri"
+#define NPU_ACCEL_DIR		"/dev/accel"
 #define NPU_DRIVER_NAME		"npu"
 #define NPU_NUM_DEVICES_PARAM	"/sys/module/npu/parameters/num_devices"
 
@@ -35,8 +37,8 @@
 #define NPU_MAX_NODES		64
 
 /**
- * struct npu_node - one open npu render node
- * @path: device node path, e.g. /dev/dri/renderD128.
+ * struct npu_node - one open npu node
+ * @path: device node path, e.g. /dev/accel/accel0 or /dev/dri/renderD128.
  * @fd: open file descriptor (O_RDWR | O_CLOEXEC).
  * @device_index: what DRM_NPU_QUERY_DEVICE_INFO reports as device_index.
  */
@@ -137,44 +139,38 @@ static inline void npu_close_nodes(struct npu_node *nodes, int count)
 	}
 }
 
-/**
- * npu_open_nodes() - open every npu render node
- * @nodes: array of at least @max entries, filled sorted by device_index.
- * @max: capacity of @nodes.
+/*
+ * npu_scan_dir() - open the npu nodes among @dir_path's entries named @prefix*
  *
- * Looks at every /dev/dri/renderD* node, keeps those whose driver is "npu"
- * and reads their device index with DRM_NPU_QUERY_DEVICE_INFO.
- *
- * Return: the number of nodes opened (0 if there is none), or a negative
- * errno; on error nothing stays open. A node that cannot be opened is
- * skipped; its error is returned only when no npu node was found.
+ * Appends to @nodes from *@count on; a node that cannot be opened sets
+ * *@open_err (the first such error). Return: 0 or a negative errno.
  */
-static inline int npu_open_nodes(struct npu_node *nodes, int max)
+static inline int npu_scan_dir(const char *dir_path, const char *prefix,
+			       struct npu_node *nodes, int max, int *count,
+			       int *open_err)
 {
 	struct drm_npu_device_info info;
 	struct dirent *de;
-	int open_err = 0;
-	int count = 0;
 	int ret = 0;
 	DIR *dir;
 	int fd;
 
-	dir = opendir(NPU_DRI_DIR);
+	dir = opendir(dir_path);
 	if (!dir)
 		return errno == ENOENT ? 0 : -errno;
 
 	while ((de = readdir(dir))) {
 		struct npu_node *node;
 
-		if (strncmp(de->d_name, "renderD", strlen("renderD")))
+		if (strncmp(de->d_name, prefix, strlen(prefix)))
 			continue;
-		if (count == max) {
+		if (*count == max) {
 			ret = -E2BIG;
 			break;
 		}
-		node = &nodes[count];
+		node = &nodes[*count];
 		ret = snprintf(node->path, sizeof(node->path), "%s/%s",
-			       NPU_DRI_DIR, de->d_name);
+			       dir_path, de->d_name);
 		if (ret < 0 || (size_t)ret >= sizeof(node->path)) {
 			ret = -ENAMETOOLONG;
 			break;
@@ -184,8 +180,8 @@ static inline int npu_open_nodes(struct npu_node *nodes, int max)
 		fd = open(node->path, O_RDWR | O_CLOEXEC);
 		if (fd < 0) {
 			/* Maybe another driver's node; fail only if none. */
-			if (!open_err)
-				open_err = -errno;
+			if (!*open_err)
+				*open_err = -errno;
 			continue;
 		}
 		if (!npu_fd_is_npu(fd)) {
@@ -199,10 +195,37 @@ static inline int npu_open_nodes(struct npu_node *nodes, int max)
 		}
 		node->fd = fd;
 		node->device_index = info.device_index;
-		count++;
+		(*count)++;
 	}
 	closedir(dir);
+	return ret;
+}
 
+/**
+ * npu_open_nodes() - open every npu node
+ * @nodes: array of at least @max entries, filled sorted by device_index.
+ * @max: capacity of @nodes.
+ *
+ * Looks at every compute accelerator node (/dev/accel/accel*, kernels with
+ * drivers/accel) and render node (/dev/dri/renderD*, before), keeps those
+ * whose driver is "npu" and reads their device index with
+ * DRM_NPU_QUERY_DEVICE_INFO.
+ *
+ * Return: the number of nodes opened (0 if there is none), or a negative
+ * errno; on error nothing stays open. A node that cannot be opened is
+ * skipped; its error is returned only when no npu node was found.
+ */
+static inline int npu_open_nodes(struct npu_node *nodes, int max)
+{
+	int open_err = 0;
+	int count = 0;
+	int ret;
+
+	ret = npu_scan_dir(NPU_ACCEL_DIR, "accel", nodes, max, &count,
+			   &open_err);
+	if (!ret)
+		ret = npu_scan_dir(NPU_DRI_DIR, "renderD", nodes, max, &count,
+				   &open_err);
 	if (ret) {
 		npu_close_nodes(nodes, count);
 		return ret;
@@ -493,26 +516,52 @@ static inline int npu_prime_import(int fd, int dmabuf_fd, __u32 *handle)
 }
 
 /**
- * npu_debugfs_dir() - the debugfs folder of the DRM minor behind a file
- * @fd: an open DRM device file.
- * @buf: receives /sys/kernel/debug/dri/MINOR.
+ * npu_debugfs_dir() - the npu driver's debugfs folder for a node
+ * @fd: an open npu device file.
+ * @buf: receives it: /sys/kernel/debug/dri/MINOR for a render node,
+ *       /sys/kernel/debug/accel/DEVICE (the device's name, 6.12) or
+ *       .../accel/MINOR for an accel node: the one holding npu_engines.
  * @len: size of @buf.
  *
- * Return: 0 or a negative errno (-ENOTTY if @fd is not a character device).
+ * Return: 0 or a negative errno (-ENOTTY if @fd is not a character device,
+ * -ENOENT if no such folder is visible).
  */
 static inline int npu_debugfs_dir(int fd, char *buf, size_t len)
 {
+	char link[PATH_MAX], dev[PATH_MAX], probe[PATH_MAX + 16];
+	const char *root, *name;
 	struct stat st;
-	int ret;
+	ssize_t n;
+	int i, ret;
 
 	if (fstat(fd, &st))
 		return -errno;
 	if (!S_ISCHR(st.st_mode))
 		return -ENOTTY;
-	ret = snprintf(buf, len, "/sys/kernel/debug/dri/%u", minor(st.st_rdev));
-	if (ret < 0 || (size_t)ret >= len)
-		return -ENAMETOOLONG;
-	return 0;
+	/* DRM's major is 226; accel nodes have their own (ACCEL_MAJOR). */
+	root = major(st.st_rdev) == 226 ? "/sys/kernel/debug/dri" :
+					   "/sys/kernel/debug/accel";
+	snprintf(link, sizeof(link), "/sys/dev/char/%u:%u/device",
+		 major(st.st_rdev), minor(st.st_rdev));
+	n = readlink(link, dev, sizeof(dev) - 1);
+	dev[n > 0 ? n : 0] = '\0';
+	name = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
+
+	for (i = 0; i < 2; i++) {
+		if (i == 0)
+			ret = snprintf(buf, len, "%s/%u", root,
+				       minor(st.st_rdev));
+		else if (*name)
+			ret = snprintf(buf, len, "%s/%s", root, name);
+		else
+			break;
+		if (ret < 0 || (size_t)ret >= len)
+			return -ENAMETOOLONG;
+		snprintf(probe, sizeof(probe), "%s/npu_engines", buf);
+		if (!access(probe, F_OK))
+			return 0;
+	}
+	return -ENOENT;
 }
 
 /**

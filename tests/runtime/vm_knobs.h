@@ -3,8 +3,6 @@
 // needs one skips without it.
 #pragma once
 
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,8 +21,8 @@ inline unsigned long moduleParam(const char *name)
 	return v;
 }
 
-// debugfs of NPU `ordinal` (/sys/kernel/debug/dri/<render minor>), or ""
-// when its knobs cannot be written (not root, no debugfs).
+// debugfs of NPU `ordinal` (npurtDeviceProp.debugfsPath), or "" when its
+// knobs cannot be written (not root, no debugfs).
 inline std::string debugfsDir(int ordinal)
 {
 	npurtDeviceProp p{};
@@ -32,11 +30,8 @@ inline std::string debugfsDir(int ordinal)
 		npurtGetLastError();
 		return "";
 	}
-	struct stat st {};
-	if (stat(p.devicePath, &st))
-		return "";
-	std::string dir = "/sys/kernel/debug/dri/" + std::to_string(minor(st.st_rdev));
-	if (access((dir + "/inject_latency_us").c_str(), W_OK))
+	std::string dir = p.debugfsPath;
+	if (dir.empty() || access((dir + "/inject_latency_us").c_str(), W_OK))
 		return "";
 	return dir;
 }

@@ -14,9 +14,8 @@ HERE = os.path.basename(__file__)
 
 
 def debugfs_dir(index=0):
-    path = npu.get_device_properties(index).device_path
-    d = "/sys/kernel/debug/dri/%d" % os.minor(os.stat(path).st_rdev)
-    return d if os.access(os.path.join(d, "inject_fault"), os.W_OK) else None
+    d = npu.get_device_properties(index).debugfs_path
+    return d if d and os.access(os.path.join(d, "inject_fault"), os.W_OK) else None
 
 
 def test_profiler_trace_names_ops(dev, tmp_path):

@@ -16,7 +16,7 @@ gcc -O2 "$top/tools/perf/tlb_alias.c" -o "$out/tlb_alias"
 gcc -O2 "$top/tools/perf/copy_movers.c" -o "$out/copy_movers"
 cat > "$out/guest.sh" <<GUEST
 #!/bin/sh
-dbg=\$(dirname \$(ls -d /sys/kernel/debug/dri/*/npu_engines | head -1))
+dbg=\$(dirname \$(ls -d /sys/kernel/debug/dri/*/npu_engines /sys/kernel/debug/accel/*/npu_engines 2>/dev/null | head -1))
 echo "== enqueue, idle device"; $out/enqueue_loop 20000 1 3; $out/enqueue_loop 20000 4 3
 echo "== enqueue, device kept busy (no flusher runs)"
 echo 20000 > \$dbg/inject_latency_us; $out/enqueue_loop 20000 1 3; echo 0 > \$dbg/inject_latency_us

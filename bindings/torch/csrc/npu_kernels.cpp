@@ -82,9 +82,12 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 		c10::IValue &v = (*stack)[base + i];
 		if (v.isTensor() && isNpu(v.toTensor()))
 			npuTensorIn = true;
-		if (v.isTensorList())
-			for (const at::Tensor &t : v.toTensorList())
-				npuTensorIn |= isNpu(t);
+		if (v.isTensorList()) {
+			// By index: c10::List yields element proxies, not references.
+			const c10::List<at::Tensor> list = v.toTensorList();
+			for (size_t k = 0; k < list.size(); k++)
+				npuTensorIn |= isNpu(list.get(k));
+		}
 		// ATen's cpu_fallback (1.13) leaves Tensor?[] (index tensors) on
 		// the device, and the CPU kernel would read device memory.
 		if (isOptionalTensorList(args[i]) && v.isList()) {

@@ -22,7 +22,9 @@ inline int deviceOf(const at::Tensor &t)
 
 inline void *dataPtr(const at::Tensor &t)
 {
-	return static_cast<char *>(t.storage().data()) + t.storage_offset() * t.element_size();
+	// Storage::data() is const from torch 2.1 on; the kernels write through it.
+	return static_cast<char *>(const_cast<void *>(t.storage().data())) +
+	       t.storage_offset() * t.element_size();
 }
 
 // A contiguous NPU tensor on `device`.

@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <cstdio>
+#include <cstring>
 
 namespace torch_npurt {
 
@@ -32,7 +33,7 @@ void freePinned(void *p)
 
 class PinnedAllocator final : public c10::Allocator {
 public:
-	c10::DataPtr allocate(size_t n) const override
+	c10::DataPtr allocate(size_t n) NPU_ALLOCATE_CONST override
 	{
 		void *p = nullptr;
 		checkedDevice(-1);
@@ -52,6 +53,7 @@ public:
 	}
 
 	c10::DeleterFnPtr raw_deleter() const override { return &freePinned; }
+	NPU_ALLOCATOR_COPY_DATA(std::memcpy)
 };
 
 PinnedAllocator gPinnedAllocator;

@@ -302,6 +302,7 @@ py::dict deviceProperties(int device)
 	py::dict d;
 	d["name"] = std::string(p.name);
 	d["device_path"] = std::string(p.devicePath);
+	d["debugfs_path"] = std::string(p.debugfsPath);
 	d["total_memory"] = p.totalGlobalMem;
 	d["copy_engine_count"] = p.copyEngineCount;
 	d["compute_engine_count"] = p.computeEngineCount;
@@ -447,10 +448,16 @@ PYBIND11_MODULE(_C, m)
 	// rejects storages of PrivateUse1 ("Invalid device for storage").
 	m.def("_set_storage", [](at::Tensor self, py::object storage, int64_t offset,
 	                         std::vector<int64_t> size, std::vector<int64_t> stride) {
+#if NPU_TORCH_AT_LEAST(2, 1)
+		TORCH_CHECK(THPStorage_Check(storage.ptr()),
+		            "_set_storage: expected an UntypedStorage");
+		c10::Storage st = THPStorage_Unpack(reinterpret_cast<THPStorage *>(storage.ptr()));
+#else
 		TORCH_CHECK(PyObject_IsInstance(storage.ptr(), THPStorageClass) == 1,
 		            "_set_storage: expected an UntypedStorage");
 		c10::StorageImpl *impl = reinterpret_cast<THPStorage *>(storage.ptr())->cdata;
 		c10::Storage st(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl));
+#endif
 		TORCH_CHECK(st.device() == self.device(), "_set_storage: a storage on ",
 		            st.device(), " for a tensor on ", self.device());
 		self.set_(st, offset, size, stride);

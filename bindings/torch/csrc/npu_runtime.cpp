@@ -549,9 +549,15 @@ void freeDeviceMemory(void *p)
 	                 " reserved in total by PyTorch). The runtime says: ", runtime);
 }
 
+// Allocator::copy_data (torch 2.3+): both blocks are this allocator's.
+[[maybe_unused]] void copyDeviceBlock(void *dest, const void *src, size_t count)
+{
+	check(npurtMemcpy(dest, src, count, npurtMemcpyDeviceToDevice), "npurtMemcpy");
+}
+
 class NpuAllocator final : public c10::Allocator {
 public:
-	c10::DataPtr allocate(size_t n) const override
+	c10::DataPtr allocate(size_t n) NPU_ALLOCATE_CONST override
 	{
 		int dev = checkedDevice(-1);
 		void *p = nullptr;
@@ -565,6 +571,7 @@ public:
 	}
 
 	c10::DeleterFnPtr raw_deleter() const override { return &freeDeviceMemory; }
+	NPU_ALLOCATOR_COPY_DATA(copyDeviceBlock)
 };
 
 NpuAllocator gAllocator;

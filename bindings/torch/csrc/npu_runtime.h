@@ -10,6 +10,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 #include <npurt/npurt.h>
 
@@ -21,6 +22,25 @@
 namespace torch_npurt {
 
 constexpr c10::DeviceType kNpu = c10::DeviceType::PrivateUse1;
+
+// libtorch API differences the backend meets (1.13 on Debian 12, 2.6 on
+// Debian 13), decided by libtorch's own version macros.
+#define NPU_TORCH_AT_LEAST(major, minor)  \
+	(TORCH_VERSION_MAJOR > (major) || \
+	 (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+// c10::Allocator::allocate() lost its const in 2.3, which also made
+// copy_data() (a plain copy between two blocks of this allocator) pure.
+#if NPU_TORCH_AT_LEAST(2, 3)
+#define NPU_ALLOCATE_CONST
+#define NPU_ALLOCATOR_COPY_DATA(copy)                                                 \
+	void copy_data(void *dest, const void *src, std::size_t count) const override \
+	{                                                                             \
+		copy(dest, src, count);                                               \
+	}
+#else
+#define NPU_ALLOCATE_CONST const
+#define NPU_ALLOCATOR_COPY_DATA(copy)
+#endif
 
 // Throws c10::Error (a Python RuntimeError) naming the call and libnpurt's
 // message for this thread's last failure.

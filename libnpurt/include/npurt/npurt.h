@@ -67,7 +67,7 @@ typedef enum npurtError {
 /* Properties of one NPU (npurtGetDeviceProperties). */
 typedef struct npurtDeviceProp {
 	char name[64]; /* model name, e.g. "npu-emu" */
-	char devicePath[64]; /* its render node, /dev/dri/renderD* */
+	char devicePath[64]; /* its node: /dev/accel/accel* or /dev/dri/renderD* */
 	int deviceIndex; /* the driver's index of this NPU */
 	int engineCount; /* copy + compute engines */
 	int copyEngineCount; /* DMA engines */
@@ -98,7 +98,10 @@ typedef struct npurtDeviceProp {
 	int isMultiGpuBoard; /* 0 */
 	int memoryPoolsSupported; /* 0: no stream-ordered allocation yet */
 	int hostRegisterSupported; /* 1 */
-	unsigned char reserved[172]; /* zero; room to grow the ABI */
+	/* The driver's debugfs folder for this NPU (counters, fault injection),
+	 * "" when this process cannot see it (debugfs not mounted, not root). */
+	char debugfsPath[64];
+	unsigned char reserved[108]; /* zero; room to grow the ABI */
 } npurtDeviceProp;
 
 #define npurtComputeModeDefault 0

@@ -3,6 +3,7 @@
 // with any num_devices.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <set>
@@ -69,6 +70,42 @@ TEST_F(Devices, PropertiesMatchModuleParameters)
 			ASSERT_EQ(b, 0);
 	}
 	EXPECT_EQ(paths.size(), static_cast<size_t>(n)) << "each NPU has its own node";
+}
+
+// The node is an accel node on kernels with drivers/accel (6.2+, the
+// Debian 13 lane), a render node before; the debugfs folder is each
+// NPU's own (the one whose npu_memory names its capacity), and "" for a
+// process that cannot see debugfs.
+TEST_F(Devices, NodeKindAndDebugfsFolderMatchTheKernel)
+{
+	struct stat st {};
+	const bool accel = stat("/sys/class/accel", &st) == 0;
+	const bool seesDebugfs = geteuid() == 0 && access("/sys/kernel/debug/dri", R_OK) == 0;
+	std::set<std::string> dirs;
+	for (int d = 0; d < npurt::deviceCount(); d++) {
+		npurtDeviceProp p = npurt::deviceProperties(d);
+		const std::string node = p.devicePath, dir = p.debugfsPath;
+		EXPECT_EQ(node.rfind(accel ? "/dev/accel/accel" : "/dev/dri/renderD", 0), 0u)
+		        << node;
+		if (!seesDebugfs) {
+			EXPECT_EQ(dir, "");
+			continue;
+		}
+		EXPECT_EQ(
+		        dir.rfind(accel ? "/sys/kernel/debug/accel/" : "/sys/kernel/debug/dri/", 0),
+		        0u)
+		        << dir;
+		std::ifstream f(dir + "/npu_memory");
+		std::string key;
+		unsigned long long capacity = 0;
+		ASSERT_TRUE(f >> key >> capacity) << dir << "/npu_memory";
+		EXPECT_EQ(key, "capacity:");
+		EXPECT_EQ(capacity, p.totalGlobalMem) << dir;
+		dirs.insert(dir);
+	}
+	if (seesDebugfs) {
+		EXPECT_EQ(dirs.size(), static_cast<size_t>(npurt::deviceCount()));
+	}
 }
 
 TEST_F(Devices, DriverVersion)

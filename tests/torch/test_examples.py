@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 
+import torch_npurt
 from torch_npurt import npu
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
@@ -15,7 +16,7 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
 
 # script -> texts its output must contain
 EXPECT = {
-    "devices.py": ["可用NPU数量：%d" % 0, "张量所在设备：privateuseone:0"],
+    "devices.py": ["可用NPU数量：%d" % 0, "张量所在设备：%s:0" % torch_npurt.DEVICE_TYPE],
     "memory.py": ["张量大小：3.81 MB", "已分配内存：", "已预留内存："],
     "streams_events.py": ["任务已完成"],
     "async_matmul.py": ["任务已提交", "总耗时："],

@@ -54,8 +54,12 @@ def test_pin_memory_no_argument():
 def test_pin_memory_bad_input():
     with pytest.raises(RuntimeError, match="CPU tensors"):
         torch.ones(3, device="npu").pin_memory()
-    with pytest.raises(IndexError, match="NPU device 99"):
-        torch.ones(3).pin_memory("npu:99")
+    if torch_npurt.DEVICE_TYPE == "privateuseone":
+        # torch 1.13 dispatches on the device argument, to our kernel; 2.x
+        # deprecates the argument and pins through the backend's hooks,
+        # which are not told the index.
+        with pytest.raises(IndexError, match="NPU device 99"):
+            torch.ones(3).pin_memory("npu:99")
 
 
 def test_factories_pin_memory_true():

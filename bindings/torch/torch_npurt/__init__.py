@@ -38,6 +38,7 @@ if _TORCH_2:
         for_tensor=True, for_module=True, for_storage=True
     )
     DEVICE_TYPE = "npu"
+    _patches.install_torch2()
 else:
     DEVICE_TYPE = "privateuseone"
     _patches.install()

@@ -189,6 +189,23 @@ def _install_dataloader():
     dl._MultiProcessingDataLoaderIter.__init__ = init_mp
 
 
+def install_torch2():
+    """What torch 2.x still needs: DataLoader(pin_memory=True) without a
+    pin_memory_device pins only for CUDA; with no CUDA and an NPU present
+    it pins for the NPU, as on 1.13 (torch_npu does the same)."""
+    from torch.utils.data import dataloader as dl
+
+    get_iterator = dl.DataLoader._get_iterator
+
+    @functools.wraps(get_iterator)
+    def _get_iterator(self):
+        if not self.pin_memory_device and _wants_npu_pin(self):
+            self.pin_memory_device = torch._C._get_privateuse1_backend_name()
+        return get_iterator(self)
+
+    dl.DataLoader._get_iterator = _get_iterator
+
+
 def _wrap_backward(fn):
     from . import _C
 

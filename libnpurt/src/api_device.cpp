@@ -193,12 +193,7 @@ namespace {
 
 npurtError_t checkPeer(const char *api, int device, int peer)
 {
-	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	if (npurtError_t err = rt.checkOrdinal(device, api))
-		return err;
-	return rt.checkOrdinal(peer, api);
+	return Runtime::instance().checkPair(device, peer, api);
 }
 
 }  // namespace

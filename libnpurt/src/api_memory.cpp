@@ -675,11 +675,7 @@ npurtError_t checkPeerCopy(const char *api, const void *dst, int dstDevice, cons
                            int srcDevice)
 {
 	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	if (npurtError_t err = rt.checkOrdinal(dstDevice, api))
-		return err;
-	if (npurtError_t err = rt.checkOrdinal(srcDevice, api))
+	if (npurtError_t err = rt.checkPair(dstDevice, srcDevice, api))
 		return err;
 	if (rt.deviceOfAddress(addrOf(dst)) != dstDevice)
 		return setError(npurtErrorInvalidValue,

@@ -205,6 +205,15 @@ npurtError_t Runtime::checkOrdinal(int ordinal, const char *api) const
 	                        std::to_string(deviceCount() - 1) + ")");
 }
 
+npurtError_t Runtime::checkPair(int device, int peer, const char *api)
+{
+	if (npurtError_t err = start())
+		return err;
+	if (npurtError_t err = checkOrdinal(device, api))
+		return err;
+	return checkOrdinal(peer, api);
+}
+
 void Runtime::resetForTesting(std::unique_ptr<os::Interface> os)
 {
 	Runtime &rt = instance();
@@ -453,15 +462,18 @@ bool Runtime::addHostRange(uint64_t base, const HostRange &r)
 bool Runtime::takeHostRange(uint64_t userBase, bool pinned, uint64_t *base, HostRange *r)
 {
 	std::lock_guard<std::mutex> lock(ctxMutex_);
-	for (auto it = hostRanges_.begin(); it != hostRanges_.end(); ++it) {
-		if (it->second.userBase == userBase && it->second.pinned == pinned) {
-			*base = it->first;
-			*r = it->second;
-			hostRanges_.erase(it);
-			return true;
-		}
-	}
-	return false;
+	// Ranges never overlap: the one containing userBase is the only
+	// candidate (its key is the page-aligned start, at or below it).
+	auto it = hostRanges_.upper_bound(userBase);
+	if (it == hostRanges_.begin())
+		return false;
+	--it;
+	if (it->second.userBase != userBase || it->second.pinned != pinned)
+		return false;
+	*base = it->first;
+	*r = it->second;
+	hostRanges_.erase(it);
+	return true;
 }
 
 bool Runtime::findHostRange(uint64_t addr, uint64_t *base, HostRange *r)

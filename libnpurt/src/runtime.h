@@ -50,6 +50,8 @@ public:
 
 	// Checks an ordinal against the device list, recording the error.
 	npurtError_t checkOrdinal(int ordinal, const char *api) const;
+	// Starts the runtime and checks two ordinals (a device and its peer).
+	npurtError_t checkPair(int device, int peer, const char *api);
 
 	// Host-only tests: forget every device and start again on the next
 	// call, through `os`. Not for use while other threads use the runtime.

@@ -31,11 +31,12 @@ KERNEL_SOURCES = $(filter-out %.mod.c %/npu_config.h,$(wildcard $(TOP)/kernel/*.
 all: kernel userspace kselftests
 
 help:
-	@echo "make deps        install the Debian packages the build and tests need"
+	@echo "make deps        install the Debian packages the build and tests need, and make"
+	@echo "                 (once, cached) the Debian 13 root of the debian13 lane"
 	@echo "make             build npu.ko, libnpurt, tools, examples and tests"
 	@echo "make demo        boot the VM with the module and run the demo"
-	@echo "make test        host unit tests, then all VM suites on each lane (stock 6.1 and"
-	@echo "                 the debug kernel); prints 'N passed, N failed'. NPU_LANES=stock: one lane"
+	@echo "make test        host unit tests, then all VM suites on each lane (stock 6.1, Debian 13"
+	@echo "                 with 6.12, the debug kernel); prints 'N passed, N failed'. NPU_LANES=stock: one lane"
 	@echo "make test-debug  only the debug-kernel lane (lockdep, KASAN, kmemleak, ...)"
 	@echo "make debug-kernel  build (once, cached in /var/cache/npu-stack) the debug kernel"
 	@echo "make bench       boot the VM and run npurt-bench (ratios against limits measured in the same run)"

@@ -1,3 +1,6 @@
+import os
+import warnings
+
 import pytest
 import torch
 
@@ -101,3 +104,48 @@ def test_repr_and_item(dev):
 def test_api_names():
     for name in npu.__all__:
         assert hasattr(npu, name), name
+
+
+def test_record_stream_is_accepted_silently(dev):
+    # libnpurt keeps a freed block until the work queued before the free
+    # has run, on every stream: record_stream has nothing to do, and says
+    # nothing.
+    s = npu.Stream()
+    x = torch.ones(1024, device=dev)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x.record_stream(s)
+        x.record_stream(npu.current_stream())
+    assert not [w for w in caught if "torch_npurt" in str(w.message)]
+    with pytest.raises(RuntimeError, match="cannot be recorded"):
+        torch.ones(4).record_stream(s)
+    del x
+
+
+def test_manual_seed_seeds_npu_random_ops(dev):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.manual_seed(7)
+    # torch 2.x seeds the device module too, if it can.
+    assert not [w for w in caught if "does not take effect" in str(w.message)]
+    a = torch.randn(5, device=dev).cpu()
+    npu.manual_seed(7)
+    b = torch.randn(5, device=dev).cpu()
+    npu.manual_seed_all(8)
+    c = torch.randn(5, device=dev).cpu()
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_fork_after_start_is_a_bad_fork(dev):
+    torch.ones(1, device=dev)  # the runtime is started
+    assert not npu._is_in_bad_fork()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(w, b"1" if npu._is_in_bad_fork() else b"0")
+        os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert got == b"1"

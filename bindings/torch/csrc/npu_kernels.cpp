@@ -786,6 +786,15 @@ at::Tensor &sum_out(const at::Tensor &self, at::OptionalIntArrayRef dim, bool ke
 	return NPU_FALLBACK(sum_IntList_out, self, dim, keepdim, dtype, out);
 }
 
+// Tensor.record_stream: libnpurt keeps a freed block until the work queued
+// before the free, on every stream, has run (RUNTIME_NEEDS.md 1), so
+// there is nothing to record; the stream must still be an NPU's.
+void record_stream(at::Tensor &self, c10::Stream s)
+{
+	TORCH_CHECK(s.device_type() == kNpu, "record_stream: ", self.device(),
+	            " tensor recorded on a stream of ", s.device());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m)
@@ -795,6 +804,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m)
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 {
+	m.impl("record_stream", TORCH_FN(record_stream));
 	m.impl("add.Tensor", TORCH_FN(add));
 	m.impl("add_.Tensor", TORCH_FN(add_));
 	m.impl("add.out", TORCH_FN(add_out));

@@ -339,6 +339,7 @@ PYBIND11_MODULE(_C, m)
 	});
 
 	m.def("_device_count", &deviceCount);
+	m.def("_runtime_started", &runtimeStarted);
 	m.def("_no_device_reason", &noDeviceReason);
 	m.def("_set_device", [](int d) { setDevice(checkedDevice(d)); });
 	m.def("_current_device", [] { return checkedDevice(-1); });

@@ -71,6 +71,10 @@ void throwError(npurtError_t err, const char *what)
 	TORCH_CHECK(false, msg);
 }
 
+namespace {
+std::atomic<bool> gRuntimeStarted{false};
+}  // namespace
+
 int deviceCount()
 {
 	// Cached: the set of NPUs is fixed for the life of the process.
@@ -78,9 +82,15 @@ int deviceCount()
 		int n = 0;
 		if (npurtGetDeviceCount(&n) != npurtSuccess)
 			n = 0;  // the reason stays readable through noDeviceReason()
+		gRuntimeStarted.store(true);
 		return n;
 	}();
 	return count;
+}
+
+bool runtimeStarted()
+{
+	return gRuntimeStarted.load();
 }
 
 std::string noDeviceReason()
@@ -505,15 +515,10 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 		check(npurtStreamSynchronize(nativeStream(stream)), "npurtStreamSynchronize");
 	}
 
-	// libnpurt has no public recordStream yet (RUNTIME_NEEDS.md): nothing
-	// to tell it. Accepting the call silently would promise a safety the
-	// runtime does not give, so say so once.
-	void recordDataPtrOnStream(const c10::DataPtr &, const c10::Stream &) const override
-	{
-		TORCH_WARN_ONCE("torch_npurt: record_stream is not supported by libnpurt yet; "
-		                "freeing a tensor still in use on another stream is unsafe "
-		                "(see bindings/torch/RUNTIME_NEEDS.md)");
-	}
+	// Nothing to record: libnpurt does not reuse a freed block before the
+	// tasks queued before the free, on every stream, have completed
+	// (RUNTIME_NEEDS.md 1), so record_stream is accepted and needs no work.
+	void recordDataPtrOnStream(const c10::DataPtr &, const c10::Stream &) const override {}
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, NpuGuardImpl);

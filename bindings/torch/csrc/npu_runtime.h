@@ -54,6 +54,10 @@ inline void check(npurtError_t err, const char *what)
 
 // Number of NPUs; 0 when none (or the runtime cannot start). Never throws.
 int deviceCount();
+// Whether libnpurt was started in this process (deviceCount() ran): a
+// child forked after that cannot use the NPUs (its DRM files and the
+// runtime's threads are the parent's).
+bool runtimeStarted();
 // Why there is no NPU ("" if there is one): libnpurt's message.
 std::string noDeviceReason();
 // Checks a device index (-1 = current) and returns it.

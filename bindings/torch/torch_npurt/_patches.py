@@ -220,9 +220,42 @@ def _wrap_backward(fn):
 
 
 def install_common():
-    """What both torch 1.13 and 2.x need: stream waits around backward."""
+    """What both torch 1.13 and 2.x need: stream waits around backward,
+    and Tensor.record_stream taking our streams."""
     torch.autograd.backward = _wrap_backward(torch.autograd.backward)
     torch.autograd.grad = _wrap_backward(torch.autograd.grad)
+    _install_record_stream()
+
+
+# c10::DeviceType::PrivateUse1, which torch.Stream takes as a number.
+_PRIVATEUSE1 = 20
+
+
+def _install_record_stream():
+    """tensor.record_stream(torch.npu.current_stream()), as with torch_npu:
+    torch's binding takes only torch.Stream objects; ours become one (torch
+    2.x). libnpurt's safe free makes the record itself unneeded (the
+    backend accepts it and does nothing), so on 1.13, which cannot build a
+    torch.Stream by its parts, the call only checks its arguments."""
+    from . import npu
+
+    record = torch.Tensor.record_stream
+
+    @functools.wraps(record)
+    def record_stream(self, stream):
+        if not isinstance(stream, npu.Stream):
+            return record(self, stream)
+        if self.device.type != npu._DEVICE_TYPE:
+            raise RuntimeError("record_stream: a tensor on %s cannot be recorded on NPU stream %r"
+                               % (self.device, stream))
+        try:
+            native = torch.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
+                                  device_type=_PRIVATEUSE1)
+        except TypeError:
+            return None  # torch 1.13: nothing more to do (see above)
+        return record(self, native)
+
+    torch.Tensor.record_stream = record_stream
 
 
 def _to_args(args, kwargs):

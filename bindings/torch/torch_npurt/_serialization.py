@@ -73,11 +73,16 @@ def _bytes_view(storage):
 
 def _rebuild_tensor(storage, storage_offset, size, stride):
     """torch._utils._rebuild_tensor, also for NPU storages."""
-    untyped = storage.untyped()
+    # torch 2.x's TypedStorage.untyped() warns that TypedStorage is
+    # deprecated; torch's own rebuild reads the attribute behind it.
+    untyped = getattr(storage, "_untyped_storage", None)
+    if untyped is None:
+        untyped = storage.untyped()
     if not _is_npu_storage(untyped):
         return _rebuild_tensor_orig(storage, storage_offset, size, stride)
     from . import _C
-    t = torch.empty(0, dtype=storage.dtype, device=untyped.device)
+    dtype = getattr(storage, "_dtype", None) or storage.dtype
+    t = torch.empty(0, dtype=dtype, device=untyped.device)
     return _C._set_storage(t, untyped, storage_offset, list(size), list(stride))
 
 

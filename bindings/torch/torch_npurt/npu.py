@@ -6,6 +6,7 @@ arguments take an index, ``"npu"``/``"npu:N"``, ``"privateuseone:N"`` or a
 """
 
 import contextlib
+import os
 
 import torch
 
@@ -393,9 +394,28 @@ def manual_seed(seed):
 
     Random ops on NPU tensors (randn, dropout, ...) run through the CPU
     fallback and draw from torch's CPU generator, so this seeds that
-    generator (the op set has no random-number op yet).
+    generator (the op set has no random-number op yet). Not through
+    torch.manual_seed: on torch 2.x that calls this module's
+    manual_seed_all.
     """
-    torch.manual_seed(int(seed))
+    torch.random.default_generator.manual_seed(int(seed))
 
 
 manual_seed_all = manual_seed
+
+_forked_after_start = False
+
+
+def _after_fork_in_child():
+    global _forked_after_start
+    _forked_after_start = _C._runtime_started()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _is_in_bad_fork():
+    """True in a process forked after its parent started libnpurt: the
+    child cannot use the NPUs (as CUDA's bad fork); torch.manual_seed asks
+    before seeding the device."""
+    return _forked_after_start

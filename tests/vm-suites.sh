@@ -82,6 +82,15 @@ if [ "$suites" != rest ]; then
 	run example_profile_trace cmd "$bin/example_profile_trace" "$results/profile_trace.json"
 	run npu-smi cmd "$bin/npu-smi"
 	run npu-smi-json cmd "$bin/npu-smi" --json
+	# The node kind follows the kernel: accel nodes where it has
+	# drivers/accel (6.12), render nodes before (6.1).
+	if [ -d /sys/class/accel ]; then kind=/dev/accel/accel; else kind=/dev/dri/renderD; fi
+	nodes=$(grep -o '"node": "[^"]*"' "$results/npu-smi-json.cmd.log")
+	if [ -n "$nodes" ] && ! echo "$nodes" | grep -v -q "\"node\": \"$kind"; then
+		check npu-smi-node-kind 1 "npu-smi names ${kind}* nodes: $(echo $nodes)"
+	else
+		check npu-smi-node-kind 0 "npu-smi's nodes are not all ${kind}*: '$(echo $nodes)'"
+	fi
 fi
 # CUDA-style programs ported by tests/compat/port.sh (not in the debug
 # lane's core: their megabyte ops are slow there).

@@ -189,21 +189,13 @@ npurtError_t npurtDeviceGetAttribute(int *value, npurtDeviceAttr attr, int devic
 	}
 }
 
-namespace {
-
-npurtError_t checkPeer(const char *api, int device, int peer)
-{
-	return Runtime::instance().checkPair(device, peer, api);
-}
-
-}  // namespace
-
 npurtError_t npurtDeviceCanAccessPeer(int *canAccess, int device, int peerDevice)
 {
 	try {
 		if (!canAccess)
 			return nullArgument("npurtDeviceCanAccessPeer", "canAccess");
-		if (npurtError_t err = checkPeer("npurtDeviceCanAccessPeer", device, peerDevice))
+		if (npurtError_t err = Runtime::instance().checkPair(device, peerDevice,
+		                                                     "npurtDeviceCanAccessPeer"))
 			return err;
 		// No engine reaches another NPU's memory yet (see npurt.h).
 		*canAccess = 0;
@@ -220,7 +212,8 @@ npurtError_t npurtDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
 		if (flags)
 			return npurt::setError(npurtErrorInvalidValue,
 			                       std::string(api) + ": flags must be 0");
-		if (npurtError_t err = checkPeer(api, npurt::threadDevice(), peerDevice))
+		if (npurtError_t err =
+		            Runtime::instance().checkPair(npurt::threadDevice(), peerDevice, api))
 			return err;
 		return npurt::setError(npurtErrorPeerAccessUnsupported,
 		                       std::string(api) + ": NPU " +
@@ -237,7 +230,8 @@ npurtError_t npurtDeviceDisablePeerAccess(int peerDevice)
 {
 	try {
 		const char *api = "npurtDeviceDisablePeerAccess";
-		if (npurtError_t err = checkPeer(api, npurt::threadDevice(), peerDevice))
+		if (npurtError_t err =
+		            Runtime::instance().checkPair(npurt::threadDevice(), peerDevice, api))
 			return err;
 		return npurt::setError(npurtErrorPeerAccessNotEnabled,
 		                       std::string(api) + ": peer access to NPU " +

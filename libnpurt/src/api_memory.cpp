@@ -670,9 +670,10 @@ npurtError_t npurtMemset(void *devPtr, int value, size_t count)
 
 namespace {
 
-// Both devices exist, and dst and src are memory of them.
-npurtError_t checkPeerCopy(const char *api, const void *dst, int dstDevice, const void *src,
-                           int srcDevice)
+// npurtMemcpyPeer(Async): both devices exist, dst and src are memory of
+// them; then a device-to-device copy (through the host between NPUs).
+npurtError_t copyPeer(const char *api, void *dst, int dstDevice, const void *src, int srcDevice,
+                      size_t count, npurtStream_t stream, bool sync, void *ra)
 {
 	Runtime &rt = Runtime::instance();
 	if (npurtError_t err = rt.checkPair(dstDevice, srcDevice, api))
@@ -685,7 +686,7 @@ npurtError_t checkPeerCopy(const char *api, const void *dst, int dstDevice, cons
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": src " + hexAddr(addrOf(src)) +
 		                        " is not memory of NPU " + std::to_string(srcDevice));
-	return npurtSuccess;
+	return npurt::planCopy(api, dst, src, count, npurtMemcpyDeviceToDevice, stream, sync, ra);
 }
 
 }  // namespace
@@ -694,11 +695,8 @@ npurtError_t npurtMemcpyPeer(void *dst, int dstDevice, const void *src, int srcD
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		const char *api = "npurtMemcpyPeer";
-		if (npurtError_t err = checkPeerCopy(api, dst, dstDevice, src, srcDevice))
-			return err;
-		return npurt::planCopy(api, dst, src, count, npurtMemcpyDeviceToDevice, nullptr,
-		                       true, ra);
+		return copyPeer("npurtMemcpyPeer", dst, dstDevice, src, srcDevice, count, nullptr,
+		                true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemcpyPeer");
 	}
@@ -709,11 +707,8 @@ npurtError_t npurtMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		const char *api = "npurtMemcpyPeerAsync";
-		if (npurtError_t err = checkPeerCopy(api, dst, dstDevice, src, srcDevice))
-			return err;
-		return npurt::planCopy(api, dst, src, count, npurtMemcpyDeviceToDevice, stream,
-		                       false, ra);
+		return copyPeer("npurtMemcpyPeerAsync", dst, dstDevice, src, srcDevice, count,
+		                stream, false, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemcpyPeerAsync");
 	}

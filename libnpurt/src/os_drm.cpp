@@ -110,7 +110,7 @@ std::string DrmDevice::debugfsPath() const
 {
 	namespace fs = std::filesystem;
 	struct stat st {};
-	if (::stat(path_.c_str(), &st) || !S_ISCHR(st.st_mode))
+	if (::fstat(fd_, &st) || !S_ISCHR(st.st_mode))
 		return "";
 	const bool accel = path_.rfind("/dev/accel/", 0) == 0;
 	const fs::path root = accel ? "/sys/kernel/debug/accel" : "/sys/kernel/debug/dri";

@@ -652,7 +652,8 @@ npurtError_t npurtMemsetAsync(void *devPtr, int value, size_t count, npurtStream
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return npurt::planFill("npurtMemsetAsync", devPtr, value, count, stream, false, ra);
+		return npurt::planFill("npurtMemsetAsync", devPtr, static_cast<unsigned char>(value), 1,
+		                       count, stream, false, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemsetAsync");
 	}
@@ -662,10 +663,65 @@ npurtError_t npurtMemset(void *devPtr, int value, size_t count)
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return npurt::planFill("npurtMemset", devPtr, value, count, nullptr, true, ra);
+		return npurt::planFill("npurtMemset", devPtr, static_cast<unsigned char>(value), 1, count,
+		                       nullptr, true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemset");
 	}
+}
+
+namespace {
+
+// The driver API's wider fills (cuMemsetD16/D32): count elements, devPtr
+// aligned to the element.
+npurtError_t memsetWide(const char *api, void *devPtr, uint32_t value, unsigned width, size_t count,
+                        npurtStream_t stream, bool sync, void *ra)
+{
+	try {
+		return npurt::planFill(api, devPtr, value, width, count, stream, sync, ra);
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+}  // namespace
+
+npurtError_t npurtMemsetD16Async(void *devPtr, unsigned short value, size_t count,
+                                 npurtStream_t stream)
+{
+	return memsetWide("npurtMemsetD16Async", devPtr, value, 2, count, stream, false,
+	                  __builtin_return_address(0));
+}
+
+npurtError_t npurtMemsetD32Async(void *devPtr, unsigned int value, size_t count,
+                                 npurtStream_t stream)
+{
+	return memsetWide("npurtMemsetD32Async", devPtr, value, 4, count, stream, false,
+	                  __builtin_return_address(0));
+}
+
+npurtError_t npurtMemsetD16(void *devPtr, unsigned short value, size_t count)
+{
+	return memsetWide("npurtMemsetD16", devPtr, value, 2, count, nullptr, true,
+	                  __builtin_return_address(0));
+}
+
+npurtError_t npurtMemsetD32(void *devPtr, unsigned int value, size_t count)
+{
+	return memsetWide("npurtMemsetD32", devPtr, value, 4, count, nullptr, true,
+	                  __builtin_return_address(0));
+}
+
+npurtError_t npurtMemsetD16_ptds(void *devPtr, unsigned short value, size_t count)
+{
+	return memsetWide("npurtMemsetD16", devPtr, value, 2, count, npurtStreamPerThread, true,
+	                  __builtin_return_address(0));
+}
+
+npurtError_t npurtMemsetD32_ptds(void *devPtr, unsigned int value, size_t count)
+{
+	return memsetWide("npurtMemsetD32", devPtr, value, 4, count, npurtStreamPerThread, true,
+	                  __builtin_return_address(0));
 }
 
 namespace {
@@ -718,7 +774,8 @@ npurtError_t npurtMemset_ptds(void *devPtr, int value, size_t count)
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return npurt::planFill("npurtMemset", devPtr, value, count, npurtStreamPerThread,
+		return npurt::planFill("npurtMemset", devPtr, static_cast<unsigned char>(value), 1, count,
+		                       npurtStreamPerThread,
 		                       true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemset");

@@ -420,13 +420,24 @@ npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npu
 	return err;
 }
 
-npurtError_t fill(const char *api, void *devPtr, int value, size_t count, npurtStream_t stream,
-                  bool sync, const CallSite &site)
+// count elements of width bytes (1, 2 or 4, the FILL packet's widths)
+// set to the width's low bytes of value, little-endian.
+npurtError_t fill(const char *api, void *devPtr, uint32_t value, unsigned width, size_t count,
+                  npurtStream_t stream, bool sync, const CallSite &site)
 {
 	if (!count)
 		return npurtSuccess;
 	if (!devPtr)
 		return nullArgument(api, "devPtr");
+	if (addrOf(devPtr) % width)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": " + hexAddr(addrOf(devPtr)) + " is not " +
+		                        std::to_string(width) + "-byte aligned");
+	size_t bytes = 0;
+	if (__builtin_mul_overflow(count, size_t{width}, &bytes))
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": " + std::to_string(count) + " elements of " +
+		                        std::to_string(width) + " bytes overflow a size");
 	Stream *s = nullptr;
 	if (npurtError_t err = resolveStream(stream, &s, api))
 		return err;
@@ -437,16 +448,19 @@ npurtError_t fill(const char *api, void *devPtr, int value, size_t count, npurtS
 		return setError(npurtErrorInvalidValue, std::string(api) + ": " +
 		                                                hexAddr(addrOf(devPtr)) +
 		                                                " is not device memory");
-	if (npurtError_t err = checkBounds(api, "devPtr", devPtr, count, d.dev))
+	if (npurtError_t err = checkBounds(api, "devPtr", devPtr, bytes, d.dev))
 		return err;
+	if (width < 4)
+		value &= (1u << (8 * width)) - 1;
 	npurtError_t err;
 	if (d.dev.ctx != &s->ctx()) {
 		if ((err = s->synchronize(-1, api)))
 			return err;
-		std::vector<unsigned char> pattern(std::min<size_t>(count, 4u << 20),
-		                                   static_cast<unsigned char>(value));
-		for (size_t done = 0; done < count;) {
-			size_t n = std::min(pattern.size(), count - done);
+		std::vector<unsigned char> pattern(std::min<size_t>(bytes, 4u << 20));
+		for (size_t i = 0; i < pattern.size(); i++)
+			pattern[i] = static_cast<unsigned char>(value >> (8 * (i % width)));
+		for (size_t done = 0; done < bytes;) {
+			size_t n = std::min(pattern.size(), bytes - done);
 			if ((err = vmAccess(api, d.dev.ctx, addrOf(devPtr) + done, pattern.data(),
 			                    n, true)))
 				return err;
@@ -457,10 +471,10 @@ npurtError_t fill(const char *api, void *devPtr, int value, size_t count, npurtS
 	drm_npu_pkt_fill f{};
 	f.hdr = {DRM_NPU_PKT_FILL, sizeof(f)};
 	f.dst = addrOf(devPtr);
-	f.size = count;
-	f.value = static_cast<unsigned char>(value);
-	f.width = 1;
-	TaskInfo t = task(api, "fill", -2, count, site);
+	f.size = bytes;
+	f.value = value;
+	f.width = width;
+	TaskInfo t = task(api, "fill", -2, bytes, site);
 	t.value = f.value;
 	err = s->submit(DRM_NPU_ENGINE_COPY, &f, sizeof(f), t, sync);
 	if (!err && sync)
@@ -557,31 +571,63 @@ bool hasStridedPacket(Context &c)
 	return Runtime::instance().device(c.ordinal()).prop().driverApiVersion % 1000 >= 10;
 }
 
+// Runs (what the engine moves in one piece: a row dense on both sides, or
+// one element) per packet at most. The engine walks runs one by one, so
+// their number, not the bytes, is what a strided copy's time grows with;
+// this many take milliseconds under emulation, far inside the job
+// timeout that applies to each packet.
+constexpr uint64_t kMaxRunsPerPacket = 1u << 16;
+
 // Packets for dims on the stream's engines: the inner (up to) six
-// dimensions per packet, one packet per index of the outer ones.
+// dimensions per packet, one packet per index of the outer ones, and the
+// outermost inner dimension cut into chunks of at most kMaxRunsPerPacket
+// runs.
 npurtError_t submitStrided(Stream *s, uint64_t dst, uint64_t src, const std::vector<Dim> &dims,
                            size_t es, const char *api, const char *label, const CallSite &site)
 {
 	const size_t n = dims.size();
-	const size_t inner = std::min<size_t>(n, DRM_NPU_COPY_MAX_DIMS);
-	const size_t outer = n - inner;
-	uint64_t bytes = es;
-	for (size_t i = outer; i < n; i++)
-		bytes *= dims[i].size;
+	// As the engine sees a packet: its last dimension, when dense on both
+	// sides, is one run.
+	const size_t runDims = dims.back().dst == es && dims.back().src == es ? n - 1 : n;
+	auto runsFrom = [&](size_t first) {
+		uint64_t runs = 1;  // the element count did not overflow
+		for (size_t i = first; i < runDims; i++)
+			runs *= dims[i].size;
+		return runs;
+	};
+	size_t outer = n - std::min<size_t>(n, DRM_NPU_COPY_MAX_DIMS);
+	// Outer dimensions while what is inside the next one has too many runs:
+	// then dims[outer] is cut so that a packet has at most the limit.
+	while (outer + 1 < runDims && runsFrom(outer + 1) > kMaxRunsPerPacket)
+		outer++;
+	const Dim &cut = dims[outer];
+	const uint64_t below = runsFrom(outer + 1);
+	const uint64_t chunk =
+	        outer < runDims ? std::max<uint64_t>(1, kMaxRunsPerPacket / below) : cut.size;
+	uint64_t inner = es;  // bytes of one index of dims[outer]
+	for (size_t i = outer + 1; i < n; i++)
+		inner *= dims[i].size;
 	drm_npu_pkt_copy_strided c{};
 	c.hdr = {DRM_NPU_PKT_COPY_STRIDED, sizeof(c)};
-	c.ndim = static_cast<uint32_t>(inner);
+	c.ndim = static_cast<uint32_t>(n - outer);
 	c.elem_size = static_cast<uint32_t>(es);
-	for (size_t i = 0; i < inner; i++) {
-		c.sizes[i] = dims[outer + i].size;
-		c.dst_strides[i] = dims[outer + i].dst;
-		c.src_strides[i] = dims[outer + i].src;
+	for (size_t i = outer; i < n; i++) {
+		c.sizes[i - outer] = dims[i].size;
+		c.dst_strides[i - outer] = dims[i].dst;
+		c.src_strides[i - outer] = dims[i].src;
 	}
 	return forEachIndex(dims, outer, [&](uint64_t doff, uint64_t soff) {
-		c.dst = dst + doff;
-		c.src = src + soff;
-		return s->submit(DRM_NPU_ENGINE_COPY, &c, sizeof(c),
-		                 task(api, label, -1, bytes, site));
+		for (uint64_t j = 0; j < cut.size; j += chunk) {
+			const uint64_t len = std::min(chunk, cut.size - j);
+			c.sizes[0] = len;
+			c.dst = dst + doff + j * cut.dst;
+			c.src = src + soff + j * cut.src;
+			TaskInfo t = task(api, label, -1, len * inner, site);
+			t.runs = outer < runDims ? len * below : below;
+			if (npurtError_t err = s->submit(DRM_NPU_ENGINE_COPY, &c, sizeof(c), t))
+				return err;
+		}
+		return npurtSuccess;
 	});
 }
 
@@ -707,10 +753,10 @@ npurtError_t planCopy(const char *api, void *dst, const void *src, size_t count,
 	return copy(api, dst, src, count, kind, stream, sync, takeCallSite(ra));
 }
 
-npurtError_t planFill(const char *api, void *devPtr, int value, size_t count, npurtStream_t stream,
-                      bool sync, void *ra)
+npurtError_t planFill(const char *api, void *devPtr, uint32_t value, unsigned width, size_t count,
+                      npurtStream_t stream, bool sync, void *ra)
 {
-	return fill(api, devPtr, value, count, stream, sync, takeCallSite(ra));
+	return fill(api, devPtr, value, width, count, stream, sync, takeCallSite(ra));
 }
 
 npurtError_t planCopyStrided(const char *api, void *dst, const void *src, const StridedView &v,

@@ -33,9 +33,10 @@ npurtError_t resolveDevice(const char *api, const char *what, const void *p, Con
 npurtError_t planCopy(const char *api, void *dst, const void *src, size_t count,
                       npurtMemcpyKind kind, npurtStream_t stream, bool sync, void *ra);
 
-// npurtMemset(Async).
-npurtError_t planFill(const char *api, void *devPtr, int value, size_t count, npurtStream_t stream,
-                      bool sync, void *ra);
+// npurtMemset(Async) (width 1) and npurtMemsetD16/D32(Async): count
+// elements of width bytes.
+npurtError_t planFill(const char *api, void *devPtr, uint32_t value, unsigned width, size_t count,
+                      npurtStream_t stream, bool sync, void *ra);
 
 // A view of ndim dimensions (sizes in elements, strides in bytes,
 // outermost first) copied element by element in row-major order.

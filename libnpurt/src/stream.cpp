@@ -51,11 +51,15 @@ constexpr uint64_t kBatchMaxCost = 64 << 10;
 // anyway.
 constexpr uint64_t kBatchMaxTotal = 64 << 20;
 
+// Each run of a strided copy costs the engine as much as this many bytes
+// (the driver's NPU_COPY_RUN_COST).
+constexpr uint64_t kRunCost = 64;
+
 uint64_t taskCost(const TaskInfo &t)
 {
 	if (t.op == npurtOpGemm)
 		return t.m * t.n * t.k;  // validated: does not overflow
-	return t.bytes;
+	return t.bytes + t.runs * kRunCost;  // runs: at most kMaxRunsPerPacket
 }
 
 // What bounds a batch: a task's device time, in bytes a copy engine moves

@@ -69,6 +69,7 @@ struct TaskInfo {
 	uint64_t m = 0, n = 0, k = 0;  // ops: the shape
 	uint64_t value = 0;  // fills: the byte
 	uint64_t bytes = 0;
+	uint64_t runs = 0;  // strided copies: pieces the engine moves one by one
 	uint64_t queuedNs = 0;  // profiling: host CLOCK_MONOTONIC at enqueue
 	uint64_t tsStart = 0;  // profiling: timestamp slots, 0 if none
 	uint64_t tsEnd = 0;

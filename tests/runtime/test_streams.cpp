@@ -1179,6 +1179,73 @@ TEST_F(AsyncCopies, MemsetAsyncSizesOffsetsAndValues)
 	EXPECT_EQ(firstDiff(got.data(), model.data(), n), n);
 }
 
+// 16- and 32-bit fills (torch's fill_ of halves, floats and ints): count
+// in elements, each element little-endian, neighbours untouched; a 64 MiB
+// fill is one task well inside the job timeout (a strided broadcast of
+// one element, what the backend did before, timed out).
+TEST_F(AsyncCopies, MemsetD16AndD32FillElements)
+{
+	const size_t n = 64 << 20;
+	npurtStream_t s = stream();
+	unsigned char *d = deviceAlloc(n + 16);
+	ASSERT_TRUE(s && d);
+	ASSERT_EQ(npurtMemsetAsync(d, 0xee, n + 16, s), npurtSuccess);
+	ASSERT_EQ(npurtMemsetD32Async(d + 4, 0x3f800000u, n / 4, s), npurtSuccess)
+	        << lastMessage();
+	ASSERT_EQ(npurtMemsetD16Async(d + 2, 0xbeef, 1, s), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMemsetD16Async(d + n, 0x1234, 3, s), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess) << lastMessage();
+	auto got = download(d, n + 16);
+	std::vector<unsigned char> want(n + 16, 0xee);
+	for (size_t i = 4; i < n + 4; i += 4) {
+		want[i] = 0x00;
+		want[i + 1] = 0x00;
+		want[i + 2] = 0x80;
+		want[i + 3] = 0x3f;
+	}
+	want[2] = 0xef;
+	want[3] = 0xbe;
+	for (size_t i = n; i < n + 6; i += 2) {
+		want[i] = 0x34;
+		want[i + 1] = 0x12;
+	}
+	EXPECT_EQ(firstDiff(got.data(), want.data(), n + 16), n + 16);
+
+	// The synchronous forms wait for the fill.
+	ASSERT_EQ(npurtMemsetD32(d, 0x01020304u, 2), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMemsetD16(d + 8, 0xa0b0, 2), npurtSuccess) << lastMessage();
+	auto head = download(d, 12);
+	const unsigned char wantHead[12] = {4, 3, 2, 1, 4, 3, 2, 1, 0xb0, 0xa0, 0xb0, 0xa0};
+	EXPECT_EQ(firstDiff(head.data(), wantHead, 12), 12u);
+}
+
+TEST_F(AsyncCopies, MemsetD16AndD32RejectBadArguments)
+{
+	npurtStream_t s = stream();
+	unsigned char *d = deviceAlloc(4096);
+	ASSERT_TRUE(s && d);
+	ASSERT_EQ(npurtMemsetAsync(d, 0x5a, 4096, s), npurtSuccess);
+	EXPECT_EQ(npurtMemsetD32Async(d + 2, 1, 4, s), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "is not 4-byte aligned")) << lastMessage();
+	EXPECT_EQ(npurtMemsetD16Async(d + 1, 1, 4, s), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "is not 2-byte aligned")) << lastMessage();
+	EXPECT_EQ(npurtMemsetD32Async(d, 1, 1025, s), npurtErrorInvalidValue)
+	        << "4100 bytes overrun 4096";
+	EXPECT_TRUE(contains(lastMessage(), "npurtMemsetD32Async")) << lastMessage();
+	EXPECT_EQ(npurtMemsetD32Async(d, 1, SIZE_MAX / 2, s), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "overflow")) << lastMessage();
+	EXPECT_EQ(npurtMemsetD16Async(nullptr, 1, 1, s), npurtErrorInvalidValue);
+	std::vector<uint32_t> host(4);
+	EXPECT_EQ(npurtMemsetD32Async(host.data(), 1, 4, s), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "is not device memory")) << lastMessage();
+	EXPECT_EQ(npurtMemsetD32Async(d, 7, 0, s), npurtSuccess) << "0 elements is nothing to do";
+	EXPECT_EQ(npurtMemsetD16(d + 3, 1, 1), npurtErrorInvalidValue);
+	ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess) << lastMessage();
+	auto got = download(d, 4096);
+	std::vector<unsigned char> want(4096, 0x5a);
+	EXPECT_EQ(firstDiff(got.data(), want.data(), 4096), 4096u) << "nothing was written";
+}
+
 TEST_F(AsyncCopies, OverrunsFailBeforeSubmission)
 {
 	npurtStream_t s = stream();

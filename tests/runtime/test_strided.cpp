@@ -3,6 +3,7 @@
 // CPU, bytes between the elements included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -143,6 +144,51 @@ TEST_F(StridedCopies, DeviceViewsMatchTheCpu)
 		onCpu(v, want.data(), in_.data());
 		EXPECT_TRUE(dstBytes() == want) << v.what;
 	}
+}
+
+// Views of millions of runs are cut into packets the engine finishes well
+// inside the job timeout: one float broadcast into 16M (64 MiB, what
+// torch's fill_ did) as one packet timed out and reset the engine. The cut
+// views (a 2048x2048 transpose, a 3-D view cut in its middle dimension)
+// give the CPU's result.
+TEST_F(StridedCopies, ViewsOfMillionsOfRunsFinishInsideTheJobTimeout)
+{
+	const size_t bytes = 64u << 20, count = bytes / 4;
+	void *a = nullptr, *b = nullptr;
+	ASSERT_EQ(npurtMalloc(&a, 16u << 20), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMalloc(&b, bytes), npurtSuccess) << lastMessage();
+	const std::vector<unsigned char> in = pattern(16u << 20);
+	ASSERT_EQ(npurtMemcpy(a, in.data(), in.size(), npurtMemcpyHostToDevice), npurtSuccess);
+
+	const View broadcast{{count}, {4}, {0}, 4, 0, 0, "one float broadcast into 16M"};
+	ASSERT_EQ(copyView(b, a, broadcast, npurtMemcpyDeviceToDevice, s_), npurtSuccess)
+	        << lastMessage();
+	ASSERT_EQ(npurtStreamSynchronize(s_), npurtSuccess) << lastMessage();
+	std::vector<uint32_t> out(count);
+	ASSERT_EQ(npurtMemcpy(out.data(), b, bytes, npurtMemcpyDeviceToHost), npurtSuccess);
+	uint32_t first = 0;
+	std::memcpy(&first, in.data(), 4);
+	EXPECT_EQ(std::count(out.begin(), out.end(), first), static_cast<long>(count));
+
+	const size_t n = 2048;
+	const View cut[] = {
+	        {{n, n}, {n * 4, 4}, {4, n * 4}, 4, 0, 0, "transpose of 2048x2048 floats"},
+	        {{3, 300, 300}, {360000, 1200, 4}, {4, 12, 3600}, 4, 0, 0, "3-D permutation"},
+	};
+	for (const View &v : cut) {
+		const size_t size = n * n * 4;
+		ASSERT_EQ(npurtMemset(b, kPoison, size), npurtSuccess) << lastMessage();
+		ASSERT_EQ(copyView(b, a, v, npurtMemcpyDeviceToDevice, s_), npurtSuccess)
+		        << v.what << ": " << lastMessage();
+		ASSERT_EQ(npurtStreamSynchronize(s_), npurtSuccess)
+		        << v.what << ": " << lastMessage();
+		std::vector<unsigned char> want(size, kPoison), got(size);
+		onCpu(v, want.data(), in.data());
+		ASSERT_EQ(npurtMemcpy(got.data(), b, size, npurtMemcpyDeviceToHost), npurtSuccess);
+		EXPECT_TRUE(got == want) << v.what;
+	}
+	npurtFree(a);
+	npurtFree(b);
 }
 
 // Host sides: pinned memory goes through the engine like device memory;

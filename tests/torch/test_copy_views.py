@@ -109,6 +109,21 @@ def test_fill_and_zero(dev, dtype):
     assert torch.equal(torch.full((1000,), 2.5, device=dev).cpu(), torch.full((1000,), 2.5))
 
 
+@pytest.mark.parametrize("dtype,value", [(torch.float32, 1.0), (torch.float16, -2.5),
+                                         (torch.int32, 7), (torch.int64, 3), (torch.int64, -1),
+                                         (torch.float64, 0.1)])
+def test_fill_of_64_mib(dev, dtype, value):
+    # One fill task (or a few doubling copies for 8-byte values): a
+    # broadcast of one element per element timed out the engine at this size.
+    n = (64 << 20) // torch.empty((), dtype=dtype).element_size()
+    x = torch.full((n,), value, dtype=dtype, device=dev)
+    want = torch.tensor(value, dtype=dtype)
+    got = x.cpu()
+    assert bool((got == want).all()), (dtype, value)
+    ones = torch.ones(n, dtype=dtype, device=dev)
+    assert bool((ones.cpu() == 1).all())
+
+
 CASTS = [torch.float32, torch.float16, torch.bfloat16, torch.int32]
 
 

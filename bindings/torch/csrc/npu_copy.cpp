@@ -219,17 +219,40 @@ void fillOnDevice(const at::Tensor &t, const at::Scalar &value)
 	const unsigned char *b = static_cast<const unsigned char *>(v.data_ptr());
 	DeviceScope scope(dev);
 	enqueueSite("aten::fill_");
-	if (std::all_of(b, b + es, [&](unsigned char c) { return c == b[0]; })) {
-		check(npurtMemsetAsync(dataPtr(t), b[0], t.nbytes(), streamOf(dev)),
-		      "npurtMemsetAsync");
+	npurtStream_t st = streamOf(dev);
+	uint16_t v16 = 0;
+	uint32_t v32 = 0, hi = 0;
+	switch (es) {
+	case 1:
+		check(npurtMemsetAsync(dataPtr(t), b[0], t.nbytes(), st), "npurtMemsetAsync");
+		return;
+	case 2:
+		std::memcpy(&v16, b, 2);
+		check(npurtMemsetD16Async(dataPtr(t), v16, t.numel(), st), "npurtMemsetD16Async");
+		return;
+	case 4:
+		std::memcpy(&v32, b, 4);
+		check(npurtMemsetD32Async(dataPtr(t), v32, t.numel(), st), "npurtMemsetD32Async");
+		return;
+	default:
+		break;
+	}
+	std::memcpy(&v32, b, 4);
+	std::memcpy(&hi, b + 4, 4);
+	if (es == 8 && v32 == hi) {  // 0, -1, ...: a 32-bit pattern
+		check(npurtMemsetD32Async(dataPtr(t), v32, t.numel() * 2, st), "npurtMemsetD32Async");
 		return;
 	}
-	// Pageable source: staged before the call returns, so v may go.
-	check(npurtMemcpyAsync(dataPtr(t), b, es, npurtMemcpyHostToDevice, streamOf(dev)),
-	      "npurtMemcpyAsync");
-	if (t.numel() > 1)
-		strided(static_cast<char *>(dataPtr(t)) + es, {es}, dataPtr(t), {0},
-		        {static_cast<size_t>(t.numel() - 1)}, es, dev, "aten::fill_");
+	// Other 8-byte values: the first element from the host, then copies
+	// doubling the filled prefix (log2(n) engine tasks of plain copies).
+	char *p = static_cast<char *>(dataPtr(t));
+	check(npurtMemcpyAsync(p, b, es, npurtMemcpyHostToDevice, st), "npurtMemcpyAsync");
+	for (size_t done = es, total = t.nbytes(); done < total;) {
+		size_t n = std::min(done, total - done);
+		check(npurtMemcpyAsync(p + done, p, n, npurtMemcpyDeviceToDevice, st),
+		      "npurtMemcpyAsync");
+		done += n;
+	}
 }
 
 bool castIsNative(at::ScalarType from, at::ScalarType to)

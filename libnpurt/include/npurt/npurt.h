@@ -553,6 +553,16 @@ NPURT_API npurtError_t npurtMemcpyAsync(void *dst, const void *src, size_t count
                                         npurtMemcpyKind kind, npurtStream_t stream);
 NPURT_API npurtError_t npurtMemsetAsync(void *devPtr, int value, size_t count,
                                         npurtStream_t stream);
+/* Fills of 16- and 32-bit values, as CUDA's driver API (cuMemsetD16/D32):
+ * count elements (not bytes) from devPtr, which must be aligned to the
+ * element (else npurtErrorInvalidValue). One engine task, as npurtMemset:
+ * what fills a tensor of halves, floats or ints with one value. */
+NPURT_API npurtError_t npurtMemsetD16Async(void *devPtr, unsigned short value, size_t count,
+                                           npurtStream_t stream);
+NPURT_API npurtError_t npurtMemsetD32Async(void *devPtr, unsigned int value, size_t count,
+                                           npurtStream_t stream);
+NPURT_API npurtError_t npurtMemsetD16(void *devPtr, unsigned short value, size_t count);
+NPURT_API npurtError_t npurtMemsetD32(void *devPtr, unsigned int value, size_t count);
 
 /*
  * 2-D copies, as CUDA's: height rows of width bytes, row starts dpitch and
@@ -665,13 +675,15 @@ NPURT_API npurtError_t npurtProfilerExportTrace(const char *path);
 NPURT_API npurtError_t npurtProfilerSummary(char *buf, size_t size, size_t *needed);
 
 /* The synchronous calls on the calling thread's per-thread default stream,
- * which NPURT_API_PER_THREAD_DEFAULT_STREAM makes npurtMemcpy, npurtMemcpy2D
- * and npurtMemset. */
+ * which NPURT_API_PER_THREAD_DEFAULT_STREAM makes npurtMemcpy, npurtMemcpy2D,
+ * npurtMemset, npurtMemsetD16 and npurtMemsetD32. */
 NPURT_API npurtError_t npurtMemcpy_ptds(void *dst, const void *src, size_t count,
                                         npurtMemcpyKind kind);
 NPURT_API npurtError_t npurtMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
                                           size_t width, size_t height, npurtMemcpyKind kind);
 NPURT_API npurtError_t npurtMemset_ptds(void *devPtr, int value, size_t count);
+NPURT_API npurtError_t npurtMemsetD16_ptds(void *devPtr, unsigned short value, size_t count);
+NPURT_API npurtError_t npurtMemsetD32_ptds(void *devPtr, unsigned int value, size_t count);
 
 #ifdef __cplusplus
 }
@@ -719,8 +731,12 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 #define npurtMemcpy npurtMemcpy_ptds
 #define npurtMemcpy2D npurtMemcpy2D_ptds
 #define npurtMemset npurtMemset_ptds
+#define npurtMemsetD16 npurtMemsetD16_ptds
+#define npurtMemsetD32 npurtMemsetD32_ptds
 #define npurtMemcpyAsync(d, s, n, k, st) npurtMemcpyAsync(d, s, n, k, npurtPerThreadStream_(st))
 #define npurtMemsetAsync(d, v, n, st) npurtMemsetAsync(d, v, n, npurtPerThreadStream_(st))
+#define npurtMemsetD16Async(d, v, n, st) npurtMemsetD16Async(d, v, n, npurtPerThreadStream_(st))
+#define npurtMemsetD32Async(d, v, n, st) npurtMemsetD32Async(d, v, n, npurtPerThreadStream_(st))
 #define npurtMemcpy2DAsync(d, dp, s, sp, w, h, k, st) \
 	npurtMemcpy2DAsync(d, dp, s, sp, w, h, k, npurtPerThreadStream_(st))
 #define npurtMemcpyStridedAsync(d, ds, s, ss, sz, nd, es, k, st) \

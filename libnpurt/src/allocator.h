@@ -41,6 +41,7 @@
 // allocator (and must not call back into it).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -82,6 +83,41 @@ public:
 
 using StreamId = uint64_t;  // 0 is the default stream
 
+// What one pass over parked blocks learnt: per stream, the fewest tasks
+// found not yet done. A stream's tasks complete in order, so a marker of
+// at least as many is not done either, and the pass need not take the
+// stream's lock again: a poll asks each busy stream once, however many
+// blocks are parked behind it.
+class DoneMemo {
+public:
+	// Whether `tasks` of `stream` are known not to be done.
+	bool notDone(const void *stream, uint64_t tasks) const
+	{
+		for (int i = 0; i < n_; i++)
+			if (stream_[i] == stream && tasks >= tasks_[i])
+				return true;
+		return false;
+	}
+	void noteNotDone(const void *stream, uint64_t tasks)
+	{
+		for (int i = 0; i < n_; i++)
+			if (stream_[i] == stream) {
+				tasks_[i] = std::min(tasks_[i], tasks);
+				return;
+			}
+		if (n_ < kStreams) {  // more busy streams: those are asked again
+			stream_[n_] = stream;
+			tasks_[n_++] = tasks;
+		}
+	}
+
+private:
+	static constexpr int kStreams = 8;
+	const void *stream_[kStreams] = {};
+	uint64_t tasks_[kStreams] = {};
+	int n_ = 0;
+};
+
 // Stream-ordered reuse needs to know when work enqueued so far on a stream
 // has finished.
 class StreamTracker {
@@ -92,6 +128,13 @@ public:
 	virtual uint64_t mark(StreamId stream) = 0;
 	// Whether the work behind a marker has completed.
 	virtual bool done(uint64_t marker) = 0;
+	// The same within one pass over parked blocks, which can skip asking a
+	// stream again (see DoneMemo).
+	virtual bool doneInPass(uint64_t marker, DoneMemo &memo)
+	{
+		(void)memo;
+		return done(marker);
+	}
 	// The allocator is finished with a marker (done or not).
 	virtual void release(uint64_t marker) = 0;
 	// Markers of the work enqueued so far on every stream that may still
@@ -111,10 +154,11 @@ template <typename Parked, typename Reuse>
 void reuseDoneParked(std::vector<Parked> &parked, StreamTracker &tracker, Reuse reuse)
 {
 	auto keep = parked.begin();
+	DoneMemo memo;
 	for (auto &p : parked) {
 		bool done = true;
 		for (uint64_t m : p.markers)
-			done = done && tracker.done(m);
+			done = done && tracker.doneInPass(m, memo);
 		if (!done) {
 			if (&*keep != &p)
 				*keep = std::move(p);

@@ -652,8 +652,9 @@ npurtError_t npurtMemsetAsync(void *devPtr, int value, size_t count, npurtStream
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return npurt::planFill("npurtMemsetAsync", devPtr, static_cast<unsigned char>(value), 1,
-		                       count, stream, false, ra);
+		return npurt::planFill("npurtMemsetAsync", devPtr,
+		                       static_cast<unsigned char>(value), 1, count, stream, false,
+		                       ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemsetAsync");
 	}
@@ -663,8 +664,8 @@ npurtError_t npurtMemset(void *devPtr, int value, size_t count)
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return npurt::planFill("npurtMemset", devPtr, static_cast<unsigned char>(value), 1, count,
-		                       nullptr, true, ra);
+		return npurt::planFill("npurtMemset", devPtr, static_cast<unsigned char>(value), 1,
+		                       count, nullptr, true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemset");
 	}
@@ -774,9 +775,8 @@ npurtError_t npurtMemset_ptds(void *devPtr, int value, size_t count)
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return npurt::planFill("npurtMemset", devPtr, static_cast<unsigned char>(value), 1, count,
-		                       npurtStreamPerThread,
-		                       true, ra);
+		return npurt::planFill("npurtMemset", devPtr, static_cast<unsigned char>(value), 1,
+		                       count, npurtStreamPerThread, true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemset");
 	}

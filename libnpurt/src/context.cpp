@@ -669,6 +669,22 @@ bool Context::done(uint64_t marker)
 	return !m.tl || waitPoint(Point{m.tl, m.point}, 0, false) == 0;
 }
 
+// A pass over parked blocks: each busy stream asked once, and without
+// waiting for its locks.
+bool Context::doneInPass(uint64_t marker, DoneMemo &memo)
+{
+	std::lock_guard<std::mutex> lock(markMutex_);
+	const Marker &m = markers_.at(marker);
+	if (!m.stream)
+		return !m.tl || waitPoint(Point{m.tl, m.point}, 0, false) == 0;
+	if (memo.notDone(m.stream, m.tasks))
+		return false;
+	const bool finished = m.stream->tasksDone(m.tasks, false);
+	if (!finished)
+		memo.noteNotDone(m.stream, m.tasks);
+	return finished;
+}
+
 void Context::release(uint64_t marker)
 {
 	std::lock_guard<std::mutex> lock(markMutex_);

@@ -181,6 +181,7 @@ private:
 	uint64_t mark(StreamId stream) override;
 	void markPending(std::vector<uint64_t> *out) override;
 	bool done(uint64_t marker) override;
+	bool doneInPass(uint64_t marker, DoneMemo &memo) override;
 	void release(uint64_t marker) override;
 	bool wait(uint64_t marker, int64_t deadlineNs) override;
 	// The first `tasks` tasks of a live stream, or a point once the

@@ -611,12 +611,23 @@ uint64_t Stream::pendingMark()
 	return count;
 }
 
-bool Stream::tasksDone(uint64_t count)
+bool Stream::tasksDone(uint64_t count, bool block)
 {
-	std::lock_guard<std::mutex> lock(mutex_);
+	// The flusher holds historyMutex_ across its SUBMIT ioctl: a poll
+	// waiting for it would make every allocation behind a busy stream pay
+	// for a system call it is not part of.
+	std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+	if (!block && !lock.try_lock())
+		return false;
+	if (block)
+		lock.lock();
 	Point p;
 	{
-		std::lock_guard<std::mutex> history(historyMutex_);
+		std::unique_lock<std::mutex> history(historyMutex_, std::defer_lock);
+		if (!block && !history.try_lock())
+			return false;
+		if (block)
+			history.lock();
 		if (seq_ >= count) {
 			// Past the record, a later task stands in: the stream's
 			// tasks complete in order.

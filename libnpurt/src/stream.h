@@ -189,9 +189,10 @@ public:
 	// none of them is still to run; whether the first `count` tasks have
 	// completed (or will never run: the stream failed); and a wait for
 	// them, submitting what is batched. No flush, no system call, for
-	// the first two.
+	// the first two. A poll (block false) does not wait for the stream's
+	// locks: while a submission holds them it answers "not yet".
 	uint64_t pendingMark();
-	bool tasksDone(uint64_t count);
+	bool tasksDone(uint64_t count, bool block = true);
 	bool waitTasks(uint64_t count, int64_t deadlineNs);
 
 	// The point of the stream's last submitted work (its batch submitted

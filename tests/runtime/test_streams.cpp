@@ -1190,8 +1190,7 @@ TEST_F(AsyncCopies, MemsetD16AndD32FillElements)
 	unsigned char *d = deviceAlloc(n + 16);
 	ASSERT_TRUE(s && d);
 	ASSERT_EQ(npurtMemsetAsync(d, 0xee, n + 16, s), npurtSuccess);
-	ASSERT_EQ(npurtMemsetD32Async(d + 4, 0x3f800000u, n / 4, s), npurtSuccess)
-	        << lastMessage();
+	ASSERT_EQ(npurtMemsetD32Async(d + 4, 0x3f800000u, n / 4, s), npurtSuccess) << lastMessage();
 	ASSERT_EQ(npurtMemsetD16Async(d + 2, 0xbeef, 1, s), npurtSuccess) << lastMessage();
 	ASSERT_EQ(npurtMemsetD16Async(d + n, 0x1234, 3, s), npurtSuccess) << lastMessage();
 	ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess) << lastMessage();

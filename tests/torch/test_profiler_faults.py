@@ -1,4 +1,5 @@
 """Profiler traces with ATen op names; device faults with their Python call site."""
+import inspect
 import json
 import os
 import time
@@ -35,6 +36,36 @@ def test_profiler_trace_names_ops(dev, tmp_path):
     assert "gemm" in profiler.summary()
     with pytest.raises(ValueError):
         profiler.export_chrome_trace("")
+
+
+def test_each_line_and_op_keeps_its_own_call_site(dev, tmp_path):
+    # Sites are cached by code location and op name: two ops on two lines
+    # of one loop, and two fallback ops (names built at run time) on one
+    # line, each keep their own.
+    a = torch.ones(8, device=dev)
+    frame = inspect.currentframe()
+    with profiler.profile(tmp_path / "trace.json"):
+        for _ in range(3):
+            add_line = frame.f_lineno + 1
+            b = a + 1
+            mul_line = frame.f_lineno + 1
+            c = a * 2
+            for f in (torch.sin, torch.cos):
+                fallback_line = frame.f_lineno + 1
+                f(a)
+    npu.synchronize()
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    sites = {e.get("args", {}).get("site", "") for e in events if e.get("ph") == "X"}
+
+    def named(line, op):
+        return any("%s:%d" % (HERE, line) in s and op in s for s in sites)
+    assert named(add_line, "aten::add"), sites
+    assert named(mul_line, "aten::mul"), sites
+    assert not named(add_line, "aten::mul") and not named(mul_line, "aten::add"), sites
+    assert named(fallback_line, "aten::sin"), sites
+    assert named(fallback_line, "aten::cos"), sites
+    assert b.cpu().tolist() == [2.0] * 8 and c.cpu().tolist() == [2.0] * 8
 
 
 def test_call_site_switch(dev):

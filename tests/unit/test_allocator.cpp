@@ -859,3 +859,27 @@ TEST_F(Allocator, FragmentationOfARandomWorkloadStaysLow)
 }
 
 }  // namespace
+
+// A pass over parked blocks asks a busy stream once: a marker of at least
+// the tasks found not done is not done either; other streams are asked.
+TEST(DoneMemo, RemembersTheFewestTasksNotDonePerStream)
+{
+	npurt::DoneMemo memo;
+	int a = 0, b = 0;
+	EXPECT_FALSE(memo.notDone(&a, 5));
+	memo.noteNotDone(&a, 7);
+	EXPECT_TRUE(memo.notDone(&a, 7));
+	EXPECT_TRUE(memo.notDone(&a, 100));
+	EXPECT_FALSE(memo.notDone(&a, 6)) << "fewer tasks may be done";
+	EXPECT_FALSE(memo.notDone(&b, 100)) << "another stream is asked";
+	memo.noteNotDone(&a, 4);
+	EXPECT_TRUE(memo.notDone(&a, 4));
+	memo.noteNotDone(&a, 9);
+	EXPECT_TRUE(memo.notDone(&a, 4)) << "keeps the fewest";
+	// Past its capacity it forgets nothing it knew; new streams are asked.
+	int many[16];
+	for (int &s : many)
+		memo.noteNotDone(&s, 1);
+	EXPECT_TRUE(memo.notDone(&a, 4));
+	EXPECT_FALSE(memo.notDone(&many[15], 1));
+}

@@ -240,7 +240,8 @@ void fillOnDevice(const at::Tensor &t, const at::Scalar &value)
 	std::memcpy(&v32, b, 4);
 	std::memcpy(&hi, b + 4, 4);
 	if (es == 8 && v32 == hi) {  // 0, -1, ...: a 32-bit pattern
-		check(npurtMemsetD32Async(dataPtr(t), v32, t.numel() * 2, st), "npurtMemsetD32Async");
+		check(npurtMemsetD32Async(dataPtr(t), v32, t.numel() * 2, st),
+		      "npurtMemsetD32Async");
 		return;
 	}
 	// Other 8-byte values: the first element from the host, then copies

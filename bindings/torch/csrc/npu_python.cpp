@@ -13,6 +13,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace py = pybind11;
@@ -160,52 +163,92 @@ bool isInternal(const char *file)
 	return false;
 }
 
+// What the hook knows of a code object: referenced for good once seen,
+// so that its address cannot name another one later. Guarded by the GIL.
+struct CodeInfo {
+	bool internal;
+	std::string file;
+};
+constexpr size_t kMaxSites = 65536;  // libnpurt's limit too
+std::unordered_map<PyCodeObject *, CodeInfo> gCodes;
+struct SiteKeyHash {
+	size_t operator()(const std::pair<PyCodeObject *, int> &k) const
+	{
+		return std::hash<const void *>()(k.first) ^ (static_cast<size_t>(k.second) << 20);
+	}
+};
+std::unordered_map<std::pair<PyCodeObject *, int>, std::unique_ptr<PythonSite>, SiteKeyHash> gSites;
+
+const CodeInfo *codeInfo(PyCodeObject *co)
+{
+	auto it = gCodes.find(co);
+	if (it != gCodes.end())
+		return &it->second;
+	if (gCodes.size() >= kMaxSites)
+		return nullptr;
+	const char *name = PyUnicode_AsUTF8(co->co_filename);
+	if (!name)
+		return nullptr;  // not UTF-8: no site (the error is cleared below)
+	Py_INCREF(co);
+	return &gCodes.emplace(co, CodeInfo{isInternal(name), name}).first->second;
+}
+
+// The frame's place in its code: the instruction where the interpreter
+// has it (constant time), the line on Pythons without PyFrame_GetLasti.
+const PythonSite *siteOf(PyFrameObject *f, PyCodeObject *co, const CodeInfo &info)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+	const int at = PyFrame_GetLasti(f);
+#else
+	const int at = PyFrame_GetLineNumber(f);
+#endif
+	auto it = gSites.find({co, at});
+	if (it != gSites.end())
+		return it->second.get();
+	if (gSites.size() >= kMaxSites)
+		return nullptr;
+	auto site = std::make_unique<PythonSite>(PythonSite{info.file, PyFrame_GetLineNumber(f)});
+	return gSites.emplace(std::make_pair(co, at), std::move(site)).first->second.get();
+}
+
+void setInternalPrefixes(std::vector<std::string> prefixes)
+{
+	gInternalPrefixes = std::move(prefixes);
+	for (auto &[co, info] : gCodes)
+		info.internal = isInternal(info.file.c_str());
+}
+
 // The hook behind enqueueSite: runs on the enqueueing thread, which holds
 // the GIL or released it in torch's binding (taken back briefly). Threads
-// that never ran Python (autograd's device threads) have no site.
-bool pythonSite(std::string *file, int *line)
+// that never ran Python (autograd's device threads) have no site. A site
+// seen before costs a walk of the frames and two lookups.
+const PythonSite *pythonSite()
 {
 	if (!Py_IsInitialized() || !PyGILState_GetThisThreadState())
-		return false;
+		return nullptr;
 	PyGILState_STATE g = PyGILState_Ensure();
 	PyObject *et, *ev, *tb;
 	PyErr_Fetch(&et, &ev, &tb);  // an exception being handled stays as it is
-	bool found = false;
+	const PythonSite *site = nullptr, *inner = nullptr;
 	PyFrameObject *f = PyEval_GetFrame();  // borrowed
 	Py_XINCREF(f);
-	const char *innerFile = nullptr;
-	int innerLine = 0;
 	while (f) {
 		PyCodeObject *co = PyFrame_GetCode(f);
-		const char *name = PyUnicode_AsUTF8(co->co_filename);
-		if (name && !innerFile) {
-			innerFile = name;  // stays alive: the code object is referenced below
-			innerLine = PyFrame_GetLineNumber(f);
-		}
-		if (name && !isInternal(name)) {
-			*file = name;
-			*line = PyFrame_GetLineNumber(f);
-			found = true;
-		}
+		const CodeInfo *info = codeInfo(co);
+		if (info && !info->internal)
+			site = siteOf(f, co, *info);
+		else if (info && !inner)
+			inner = siteOf(f, co, *info);  // if all is inside torch: the innermost
 		Py_DECREF(co);
-		if (found)
-			break;
-		PyFrameObject *back = PyFrame_GetBack(f);
-		if (!back && innerFile) {
-			// Everything inside torch: the innermost frame.
-			*file = innerFile;
-			*line = innerLine;
-			found = true;
-		}
+		PyFrameObject *back = site ? nullptr : PyFrame_GetBack(f);
 		Py_DECREF(f);
 		f = back;
 	}
-	Py_XDECREF(f);
 	if (PyErr_Occurred())
-		PyErr_Clear();  // a file name that is not UTF-8: no site
+		PyErr_Clear();
 	PyErr_Restore(et, ev, tb);
 	PyGILState_Release(g);
-	return found;
+	return site ? site : inner;
 }
 
 // Holds a stream: a host function on it waits until release() (or the
@@ -415,7 +458,7 @@ PYBIND11_MODULE(_C, m)
 	m.def("_fallback_counts", &fallbackCounts);
 
 	setPythonSiteHook(&pythonSite);
-	m.def("_set_internal_prefixes", [](std::vector<std::string> p) { gInternalPrefixes = p; });
+	m.def("_set_internal_prefixes", &setInternalPrefixes);
 	m.def("_set_call_sites", &setCallSitesEnabled);
 	m.def("_call_sites", &callSitesEnabled);
 	// Waits for an event recorded behind a host function block until the

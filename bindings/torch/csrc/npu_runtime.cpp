@@ -11,6 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace torch_npurt {
@@ -321,9 +324,8 @@ namespace {
 struct SiteState {
 	int depth = 0;
 	const char *op = nullptr;  // the outermost OpScope's name
-	bool captured = false;  // file/line are this scope's
-	std::string file;
-	int line = 0;
+	bool captured = false;  // site is this scope's
+	const PythonSite *site = nullptr;
 };
 
 thread_local SiteState tlsSite;
@@ -334,10 +336,56 @@ void capture(SiteState &st)
 {
 	st.captured = true;
 	PythonSiteHook hook = gSiteHook.load(std::memory_order_relaxed);
-	if (!hook || !gCallSites.load(std::memory_order_relaxed) || !hook(&st.file, &st.line)) {
-		st.file.clear();
-		st.line = 0;
+	st.site = hook && gCallSites.load(std::memory_order_relaxed) ? hook() : nullptr;
+}
+
+// The call-site ids this thread registered, by site and op name. Names
+// are mostly literals but not always (the fallback's labels), so the key
+// is the name's hash and the entry keeps the text to compare.
+struct SiteIdKey {
+	const PythonSite *site;
+	size_t nameHash;
+	bool operator==(const SiteIdKey &o) const
+	{
+		return site == o.site && nameHash == o.nameHash;
 	}
+};
+struct SiteIdHash {
+	size_t operator()(const SiteIdKey &k) const
+	{
+		return std::hash<const void *>()(k.site) ^ (k.nameHash * 0x9e3779b97f4a7c15ull);
+	}
+};
+struct SiteId {
+	std::string name;
+	uint64_t id;
+};
+constexpr size_t kMaxThreadSiteIds = 4096;
+thread_local std::unordered_map<SiteIdKey, SiteId, SiteIdHash> tlsSiteIds;
+
+void nameSite(const PythonSite *site, const char *name)
+{
+	if (!site) {
+		npurtSetCallSite("torch_npurt", 0, name);
+		return;
+	}
+	const SiteIdKey key{site, std::hash<std::string_view>()(name)};
+	auto it = tlsSiteIds.find(key);
+	if (it != tlsSiteIds.end() && it->second.name == name) {
+		npurtSetCallSiteId(it->second.id);
+		return;
+	}
+	uint64_t id = 0;
+	if (it == tlsSiteIds.end() && tlsSiteIds.size() < kMaxThreadSiteIds) {
+		if (npurtCallSiteRegister(site->file.c_str(), site->line, name, &id) ==
+		    npurtSuccess) {
+			tlsSiteIds.emplace(key, SiteId{name, id});
+			npurtSetCallSiteId(id);
+			return;
+		}
+		npurtGetLastError();  // the runtime's sites are full: named by text
+	}
+	npurtSetCallSite(site->file.c_str(), site->line, name);
 }
 
 }  // namespace
@@ -374,10 +422,7 @@ void enqueueSite(const char *what)
 		capture(st);
 		st.captured = false;
 	}
-	if (st.file.empty())
-		npurtSetCallSite("torch_npurt", 0, name);
-	else
-		npurtSetCallSite(st.file.c_str(), st.line, name);
+	nameSite(st.site, name);
 }
 
 void setPythonSiteHook(PythonSiteHook hook)

@@ -104,10 +104,11 @@ c10::Allocator *allocator();
 // Call sites for fault reports and the profiler. An OpScope names the ATen
 // op a kernel runs for; the outermost scope of a thread wins, so helper
 // launches (a fill inside add, a copy inside mm) carry the op's name. Each
-// enqueue calls enqueueSite() first: it gives libnpurt (npurtSetCallSite)
-// the Python file and line that called the op (captured once per scope
-// through the hook npu_python.cpp installs, when call sites are on) and
-// the op's name.
+// enqueue calls enqueueSite() first: it gives libnpurt the Python file and
+// line that called the op (captured once per scope through the hook
+// npu_python.cpp installs, when call sites are on) and the op's name, as
+// a call-site id registered once per site and name (npurtSetCallSiteId:
+// no text compared, no lock taken).
 class OpScope {
 public:
 	explicit OpScope(const char *op);
@@ -116,9 +117,15 @@ public:
 	OpScope &operator=(const OpScope &) = delete;
 };
 void enqueueSite(const char *what);
-// Fills *file/*line with the Python caller's file and line; false if the
-// thread runs no Python code.
-using PythonSiteHook = bool (*)(std::string *file, int *line);
+// A Python caller's file and line. The hook that finds them keeps each
+// for the life of the process, so its address names it.
+struct PythonSite {
+	std::string file;
+	int line = 0;
+};
+// The Python caller of the current op; nullptr if the thread runs no
+// Python code (or too many sites were seen).
+using PythonSiteHook = const PythonSite *(*)();
 void setPythonSiteHook(PythonSiteHook hook);
 void setCallSitesEnabled(bool on);
 bool callSitesEnabled();

@@ -214,6 +214,40 @@ def test_sum(dev, dtype, fallbacks):
     check(dev, lambda t: t.sum(1), i)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_mean(dev, dtype, fallbacks):
+    tol = {torch.float32: (1e-5, 1e-5), torch.float16: (5e-3, 5e-3),
+           torch.bfloat16: (4e-2, 4e-2)}[dtype]
+    x = torch.randn(4, 5, 6).to(dtype)
+    for fn in [lambda t: t.mean(), lambda t: t.mean(0), lambda t: t.mean(-1, keepdim=True),
+               lambda t: t.mean((0, 2)), lambda t: t[:, 1:4].mean(1),
+               lambda t: t.mean(1, dtype=torch.float32)]:
+        check(dev, fn, x, rtol=tol[0], atol=tol[1])
+    check(dev, lambda t: t.mean(0), torch.randn(()).to(dtype))
+    no_native_fallback(fallbacks())
+    empty = torch.randn(0, 3).to(dtype).to(dev).mean(0).cpu()
+    assert empty.shape == (3,) and bool(torch.isnan(empty).all())
+    with pytest.raises(RuntimeError, match="dtype"):
+        torch.ones(3, dtype=torch.int32).to(dev).mean()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_and_its_gradient(dev, reduction, fallbacks):
+    import warnings
+    x = torch.randn(16, 10, requires_grad=True)
+    y = torch.randn(16, 10)
+    xd = x.detach().to(dev).requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 1.13's CPU kernel warned of a resize
+        ld = torch.nn.functional.mse_loss(xd, y.to(dev), reduction=reduction)
+        (ld.sum() if reduction == "none" else ld).backward()
+    lc = torch.nn.functional.mse_loss(x, y, reduction=reduction)
+    (lc.sum() if reduction == "none" else lc).backward()
+    assert_close(ld.cpu(), lc.detach(), rtol=1e-5, atol=1e-5)
+    assert_close(xd.grad.cpu(), x.grad, rtol=1e-5, atol=1e-6)
+    no_native_fallback(fallbacks())
+
+
 def test_unsupported_dtypes_fall_back(dev, fallbacks):
     a = torch.randn(4, 4, dtype=torch.float64)
     check(dev, lambda x, y: x + y, a, a)

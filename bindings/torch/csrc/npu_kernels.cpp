@@ -16,6 +16,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace torch_npurt {
 
@@ -786,6 +787,70 @@ at::Tensor &sum_out(const at::Tensor &self, at::OptionalIntArrayRef dim, bool ke
 	return NPU_FALLBACK(sum_IntList_out, self, dim, keepdim, dtype, out);
 }
 
+// mean = sum / count, natively where the sum is (a floating result; the
+// mean of integers is an error, raised by the CPU kernel through the
+// fallback). An empty reduction is 0 * inf: NaN, as torch gives.
+at::Tensor mean_dim(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
+                    c10::optional<at::ScalarType> dtype)
+{
+	at::Tensor r;
+	if (!isNativeFloat(dtype.value_or(self.scalar_type())) ||
+	    !sumNative(self, dim, keepdim, dtype, at::Tensor(), &r))
+		return NPU_FALLBACK(mean_dim, self, dim, keepdim, dtype);
+	OpScope scope("aten::mean");
+	at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
+	int64_t count = 1;
+	if (dims.empty()) {
+		count = self.numel();
+	} else if (self.dim() > 0) {
+		for (int64_t d : dims)
+			count *= self.size(at::maybe_wrap_dim(d, self.dim()));
+	}
+	return r.mul_(count ? 1.0 / static_cast<double>(count)
+	                    : std::numeric_limits<double>::infinity());
+}
+
+// MSE loss and its gradient from native ops (torch 1.13's CPU kernel for
+// mse_loss.out, which the fallback reached, also warned that it resized
+// its output).
+bool mseNative(const at::Tensor &self, const at::Tensor &target)
+{
+	checkSameDevice(self, target);
+	return isNpu(self) && isNpu(target) && isNativeFloat(self.scalar_type()) &&
+	       self.scalar_type() == target.scalar_type();
+}
+
+at::Tensor mse_loss(const at::Tensor &self, const at::Tensor &target, int64_t reduction)
+{
+	if (!mseNative(self, target))
+		return NPU_FALLBACK(mse_loss, self, target, reduction);
+	OpScope scope("aten::mse_loss");
+	at::Tensor d = at::sub(self, target);
+	at::Tensor sq = at::mul(d, d);
+	switch (reduction) {
+	case at::Reduction::None:
+		return sq;
+	case at::Reduction::Sum:
+		return at::sum(sq);
+	case at::Reduction::Mean:
+		return at::mean(sq);
+	default:
+		TORCH_CHECK(false, reduction, " is not a valid value for reduction");
+	}
+}
+
+at::Tensor mse_loss_backward(const at::Tensor &grad, const at::Tensor &self,
+                             const at::Tensor &target, int64_t reduction)
+{
+	if (!mseNative(self, target) || !isNpu(grad) || grad.scalar_type() != self.scalar_type())
+		return NPU_FALLBACK(mse_loss_backward, grad, self, target, reduction);
+	OpScope scope("aten::mse_loss_backward");
+	const double norm = reduction == at::Reduction::Mean && self.numel()
+	                            ? 2.0 / static_cast<double>(self.numel())
+	                            : 2.0;
+	return at::mul(at::sub(self, target), grad).mul_(norm);
+}
+
 // Tensor.record_stream: libnpurt keeps a freed block until the work queued
 // before the free, on every stream, has run (RUNTIME_NEEDS.md 1), so
 // there is nothing to record; the stream must still be an NPU's.
@@ -834,6 +899,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("bmm", TORCH_FN(bmm));
 	m.impl("sum.dim_IntList", TORCH_FN(sum_dim));
 	m.impl("sum.IntList_out", TORCH_FN(sum_out));
+	m.impl("mean.dim", TORCH_FN(mean_dim));
+	m.impl("mse_loss", TORCH_FN(mse_loss));
+	m.impl("mse_loss_backward", TORCH_FN(mse_loss_backward));
 }
 
 }  // namespace torch_npurt

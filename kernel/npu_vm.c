@@ -383,8 +383,6 @@ int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
 		u64 deadline_ns, u64 *fault_addr)
 {
-	u8 pat[4] = { value, value >> 8, value >> 16, value >> 24 };
-
 	while (len) {
 		unsigned int slice = NPU_VM_PAGES_PER_SLICE;
 		struct npu_mapping *tlb = NULL;
@@ -396,20 +394,23 @@ int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
 			size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(dst));
 			struct page *dp = npu_vm_translate(vm, &tlb, dst, true);
 			u8 *d;
-			size_t i;
 
 			if (IS_ERR(dp)) {
 				up_read(&vm->lock);
 				return npu_vm_fault(dp, dst, fault_addr);
 			}
 			d = (u8 *)kmap_local_page(dp) + offset_in_page(dst);
-			if (width == 1) {
-				memset(d, pat[0], n);
-			} else {
-				/* Page offsets keep the pattern's phase: dst is aligned. */
-				for (i = 0; i < n; i++)
-					d[i] = pat[(offset_in_page(dst) + i) % width];
-			}
+			/*
+			 * dst and len are multiples of width, so each piece of
+			 * a page is whole elements (a byte loop took seconds
+			 * for 64 MiB under KASAN, past the job timeout).
+			 */
+			if (width == 1)
+				memset(d, value, n);
+			else if (width == 2)
+				memset16((u16 *)d, (__force u16)cpu_to_le16(value), n / 2);
+			else
+				memset32((u32 *)d, (__force u32)cpu_to_le32(value), n / 4);
 			kunmap_local(d);
 			dst += n;
 			len -= n;

@@ -231,6 +231,58 @@ def test_mean(dev, dtype, fallbacks):
         torch.ones(3, dtype=torch.int32).to(dev).mean()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32])
+def test_amax_and_max(dev, dtype, fallbacks):
+    x = rnd((4, 5, 6), dtype) if dtype == torch.int32 else torch.randn(4, 5, 6).to(dtype)
+    for fn in [lambda t: t.max(), lambda t: t.amax(0), lambda t: t.amax(-1, keepdim=True),
+               lambda t: t.amax((0, 2)), lambda t: t[:, 1:4].amax(1), lambda t: t.amax(),
+               lambda t: torch.amax(t.transpose(0, 2), 1)]:
+        check(dev, fn, x, rtol=0, atol=0)
+    check(dev, lambda t: t.max(), torch.ones(()).to(dtype))
+    no_native_fallback(fallbacks())
+    if dtype.is_floating_point:
+        y = torch.randn(3, 4).to(dtype)
+        y[1, 2] = float("nan")
+        got = y.to(dev).amax(1).cpu()
+        want = y.float().amax(1).to(dtype)
+        assert bool(torch.isnan(got[1])) and torch.equal(got[[0, 2]], want[[0, 2]])
+        assert bool(torch.isnan(y.to(dev).max().cpu()))
+    # Empty inputs: as torch (an error, or an empty result).
+    with pytest.raises(RuntimeError):
+        torch.ones(0, 3).to(dtype).to(dev).max()
+    if dtype in (torch.float32, torch.int32):  # 1.13's CPU amax has no half types
+        assert torch.ones(0, 3).to(dtype).to(dev).amax(1).shape == (0,)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_softmax_and_its_gradient(dev, dtype, fallbacks):
+    tol = {torch.float32: (1e-5, 1e-6), torch.float16: (2e-3, 1e-3),
+           torch.bfloat16: (2e-2, 1e-2)}[dtype]
+    x = (torch.randn(6, 7, 5) * 4).to(dtype)
+    for dim in (0, 1, -1):
+        check(dev, lambda t: torch.softmax(t, dim), x, rtol=tol[0], atol=tol[1])
+    check(dev, lambda t: torch.softmax(t.transpose(0, 2), 1), x, rtol=tol[0], atol=tol[1])
+    if dtype == torch.float16:
+        got = torch.softmax(x.to(dev), -1, dtype=torch.float32)
+        assert got.dtype == torch.float32
+        assert_close(got.cpu(), torch.softmax(x.float(), -1), rtol=1e-5, atol=1e-6)
+    # -inf entries (attention masks) give 0; a row of them gives NaN, as torch.
+    m = torch.randn(3, 4)
+    m[0, 1] = float("-inf")
+    m[2, :] = float("-inf")
+    got = torch.softmax(m.to(dev), -1).cpu()
+    assert got[0, 1] == 0 and bool(torch.isnan(got[2]).all())
+    assert_close(got[:2], torch.softmax(m, -1)[:2], rtol=1e-5, atol=1e-6)
+    # The gradient, through autograd.
+    xc = torch.randn(5, 8, requires_grad=True)
+    xd = xc.detach().to(dev).requires_grad_()
+    w = torch.randn(5, 8)
+    (torch.softmax(xd, 1) * w.to(dev)).sum().backward()
+    (torch.softmax(xc, 1) * w).sum().backward()
+    assert_close(xd.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-6)
+    no_native_fallback(fallbacks())
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_mse_loss_and_its_gradient(dev, reduction, fallbacks):
     import warnings
@@ -261,7 +313,7 @@ def test_unsupported_dtypes_fall_back(dev, fallbacks):
 
 def test_misc_through_fallback(dev):
     x = torch.randn(6, 5)
-    for fn in [lambda t: t.mean(1), lambda t: torch.softmax(t, -1), lambda t: t.max(1).values,
+    for fn in [lambda t: t.max(1).values,
                lambda t: torch.cat([t, t], 0), lambda t: t.sort(1).values, lambda t: t.argmax(),
                lambda t: torch.where(t > 0, t, -t), lambda t: t.pow(2)]:
         check(dev, fn, x)

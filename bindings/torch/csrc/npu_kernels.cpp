@@ -649,13 +649,21 @@ at::Tensor bmm(const at::Tensor &a, const at::Tensor &b)
 
 // --------------------------------------------------------------- reduction
 
-// out (contiguous, outer*inner) := sum over the middle of x (contiguous,
-// outer x red x inner).
-void reduceSum(const at::Tensor &out, const at::Tensor &x, int64_t outer, int64_t red,
-               int64_t inner)
+// A reduction the op set has: its kind and the ATen name it runs for.
+struct Reduction {
+	npurtOpKind op;
+	const char *name;
+};
+constexpr Reduction kSum{npurtOpReduceSum, "aten::sum"};
+constexpr Reduction kAmax{npurtOpReduceMax, "aten::amax"};
+
+// out (contiguous, outer*inner) := the reduction over the middle of x
+// (contiguous, outer x red x inner).
+void reduceInto(const Reduction &r, const at::Tensor &out, const at::Tensor &x, int64_t outer,
+                int64_t red, int64_t inner)
 {
 	npurtOpDesc d{};
-	d.op = npurtOpReduceSum;
+	d.op = r.op;
 	toNpurtType(x.scalar_type(), &d.dtype);
 	d.outDtype = d.dtype;
 	size_t es = x.element_size();
@@ -666,7 +674,7 @@ void reduceSum(const at::Tensor &out, const at::Tensor &x, int64_t outer, int64_
 		d.m = outer;
 		d.n = red;
 		d.axis = 1;
-		launchOp(d, dev, "aten::sum");
+		launchOp(d, dev, r.name);
 		return;
 	}
 	for (int64_t o = 0; o < outer; o++) {
@@ -675,24 +683,26 @@ void reduceSum(const at::Tensor &out, const at::Tensor &x, int64_t outer, int64_
 		d.m = red;
 		d.n = inner;
 		d.axis = 0;
-		launchOp(d, dev, "aten::sum");
+		launchOp(d, dev, r.name);
 	}
 }
 
-// Sum over `dims` (any set) natively; false if the op set cannot.
-bool sumNative(const at::Tensor &self, at::OptionalIntArrayRef dimOpt, bool keepdim,
-               c10::optional<at::ScalarType> dtype, const at::Tensor &outIn, at::Tensor *res)
+// The reduction r over `dims` (any set; none: all) of self, converted to
+// ot first, into outIn or a new tensor; false (nothing written) if the
+// op set cannot. An empty reduction is 0 (the caller refuses it where
+// torch does).
+bool reduceNative(const Reduction &r, const at::Tensor &self, at::OptionalIntArrayRef dimOpt,
+                  bool keepdim, at::ScalarType ot, const at::Tensor &outIn, at::Tensor *res)
 {
 	at::ScalarType in = self.scalar_type();
-	at::ScalarType ot = dtype.value_or(at::isIntegralType(in, true) ? at::kLong : in);
-	if (!isNativeFloat(ot) || !(isNativeFloat(in) || in == at::kInt) ||
-	    (in != ot && !castIsNative(in, ot)))
+	if (!(isNativeFloat(ot) || (ot == at::kInt && r.op == npurtOpReduceMax)) ||
+	    !(isNativeFloat(in) || in == at::kInt) || (in != ot && !castIsNative(in, ot)))
 		return false;
 	if (outIn.defined() && (!isNpu(outIn) || outIn.scalar_type() != ot))
 		return false;
 	if (self.numel() * c10::elementSize(ot) > kOperandMax)
 		return false;
-	OpScope scope("aten::sum");
+	OpScope scope(r.name);
 	int64_t nd = self.dim();
 	std::vector<bool> reduce(std::max<int64_t>(nd, 1), false);
 	at::IntArrayRef dims = dimOpt.value_or(at::IntArrayRef{});
@@ -732,7 +742,7 @@ bool sumNative(const at::Tensor &self, at::OptionalIntArrayRef dimOpt, bool keep
 	}
 	x = contiguousOnDevice(x);
 	if (nd == 0) {
-		copyOnDevice(out, x);  // the sum of one element is itself
+		copyOnDevice(out, x);  // the reduction of one element is itself
 		return true;
 	}
 	// One run of adjacent reduced dimensions at a time, outermost first.
@@ -744,11 +754,11 @@ bool sumNative(const at::Tensor &self, at::OptionalIntArrayRef dimOpt, bool keep
 			break;
 		auto last = std::find(first, red.end(), false);
 		size_t f = first - red.begin(), l = last - red.begin();
-		int64_t outer = 1, r = 1, inner = 1;
+		int64_t outer = 1, n = 1, inner = 1;
 		for (size_t i = 0; i < f; i++)
 			outer *= sizes[i];
 		for (size_t i = f; i < l; i++)
-			r *= sizes[i];
+			n *= sizes[i];
 		for (size_t i = l; i < sizes.size(); i++)
 			inner *= sizes[i];
 		if (inner != 1 && outer > kMaxLaunches)
@@ -756,7 +766,7 @@ bool sumNative(const at::Tensor &self, at::OptionalIntArrayRef dimOpt, bool keep
 		std::vector<int64_t> ns(sizes.begin(), sizes.begin() + f);
 		ns.insert(ns.end(), sizes.begin() + l, sizes.end());
 		at::Tensor y = emptyNpu(ns, ot, dev);
-		reduceSum(y, x, outer, r, inner);
+		reduceInto(r, y, x, outer, n, inner);
 		x = y;
 		sizes = ns;
 		red.erase(red.begin() + f, red.begin() + l);
@@ -767,6 +777,15 @@ bool sumNative(const at::Tensor &self, at::OptionalIntArrayRef dimOpt, bool keep
 	else
 		out.copy_(shaped);
 	return true;
+}
+
+// torch's sum: integers sum to int64 (not in the op set: the fallback).
+bool sumNative(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
+               c10::optional<at::ScalarType> dtype, const at::Tensor &out, at::Tensor *res)
+{
+	at::ScalarType in = self.scalar_type();
+	at::ScalarType ot = dtype.value_or(at::isIntegralType(in, true) ? at::kLong : in);
+	return reduceNative(kSum, self, dim, keepdim, ot, out, res);
 }
 
 at::Tensor sum_dim(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -785,6 +804,60 @@ at::Tensor &sum_out(const at::Tensor &self, at::OptionalIntArrayRef dim, bool ke
 	if (sumNative(self, dim, keepdim, dtype, out, &r))
 		return out;
 	return NPU_FALLBACK(sum_IntList_out, self, dim, keepdim, dtype, out);
+}
+
+// amax and max() (the values only: the op set has no arg-max). An empty
+// input goes to the fallback: torch refuses it or gives an empty result.
+at::Tensor amax(const at::Tensor &self, at::IntArrayRef dim, bool keepdim)
+{
+	at::Tensor r;
+	if (self.numel() > 0 &&
+	    reduceNative(kAmax, self, dim, keepdim, self.scalar_type(), at::Tensor(), &r))
+		return r;
+	return NPU_FALLBACK(amax, self, dim, keepdim);
+}
+
+at::Tensor max_all(const at::Tensor &self)
+{
+	at::Tensor r;
+	if (self.numel() > 0 && reduceNative(kAmax, self, at::IntArrayRef{}, false,
+	                                     self.scalar_type(), at::Tensor(), &r))
+		return r;
+	return NPU_FALLBACK(max, self);
+}
+
+// Softmax from native ops, exp(x - amax(x)) / sum(exp(x - amax(x))), and
+// its gradient, y * (g - sum(g * y)): in float32 for half types, as torch's
+// CPU kernels accumulate. Empty inputs go to the fallback.
+bool softmaxNative(const at::Tensor &t)
+{
+	return isNpu(t) && isNativeFloat(t.scalar_type()) && t.numel() > 0 &&
+	       t.numel() * 4 <= kOperandMax;
+}
+
+at::Tensor softmax(const at::Tensor &self, int64_t dim, bool halfToFloat)
+{
+	if (!softmaxNative(self) || (halfToFloat && self.scalar_type() != at::kHalf))
+		return NPU_FALLBACK(_softmax, self, dim, halfToFloat);
+	OpScope scope("aten::_softmax");
+	const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+	at::Tensor x = self.to(at::kFloat);
+	at::Tensor e = at::exp(at::sub(x, at::amax(x, d, true)));
+	at::Tensor y = at::div(e, at::sum(e, d, true));
+	return halfToFloat ? y : y.to(self.scalar_type());
+}
+
+at::Tensor softmax_backward(const at::Tensor &grad, const at::Tensor &output, int64_t dim,
+                            at::ScalarType inputDtype)
+{
+	if (!softmaxNative(grad) || !softmaxNative(output) || !isNativeFloat(inputDtype))
+		return NPU_FALLBACK(_softmax_backward_data, grad, output, dim, inputDtype);
+	checkSameDevice(grad, output);
+	OpScope scope("aten::_softmax_backward_data");
+	const int64_t d = at::maybe_wrap_dim(dim, output.dim());
+	at::Tensor g = grad.to(at::kFloat), y = output.to(at::kFloat);
+	at::Tensor gi = at::mul(y, at::sub(g, at::sum(at::mul(g, y), d, true)));
+	return gi.to(inputDtype);
 }
 
 // mean = sum / count, natively where the sum is (a floating result; the
@@ -900,6 +973,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("sum.dim_IntList", TORCH_FN(sum_dim));
 	m.impl("sum.IntList_out", TORCH_FN(sum_out));
 	m.impl("mean.dim", TORCH_FN(mean_dim));
+	m.impl("_softmax", TORCH_FN(softmax));
+	m.impl("_softmax_backward_data", TORCH_FN(softmax_backward));
+	m.impl("amax", TORCH_FN(amax));
+	m.impl("max", TORCH_FN(max_all));
 	m.impl("mse_loss", TORCH_FN(mse_loss));
 	m.impl("mse_loss_backward", TORCH_FN(mse_loss_backward));
 }

@@ -662,26 +662,29 @@ void Context::markPending(std::vector<uint64_t> *out)
 
 bool Context::done(uint64_t marker)
 {
-	std::lock_guard<std::mutex> lock(markMutex_);
-	const Marker &m = markers_.at(marker);
-	if (m.stream)
-		return m.stream->tasksDone(m.tasks);
-	return !m.tl || waitPoint(Point{m.tl, m.point}, 0, false) == 0;
+	return markerDone(marker, nullptr);
 }
 
 // A pass over parked blocks: each busy stream asked once, and without
 // waiting for its locks.
 bool Context::doneInPass(uint64_t marker, DoneMemo &memo)
 {
+	return markerDone(marker, &memo);
+}
+
+bool Context::markerDone(uint64_t marker, DoneMemo *memo)
+{
 	std::lock_guard<std::mutex> lock(markMutex_);
 	const Marker &m = markers_.at(marker);
 	if (!m.stream)
 		return !m.tl || waitPoint(Point{m.tl, m.point}, 0, false) == 0;
-	if (memo.notDone(m.stream, m.tasks))
+	if (!memo)
+		return m.stream->tasksDone(m.tasks);
+	if (memo->notDone(m.stream, m.tasks))
 		return false;
 	const bool finished = m.stream->tasksDone(m.tasks, false);
 	if (!finished)
-		memo.noteNotDone(m.stream, m.tasks);
+		memo->noteNotDone(m.stream, m.tasks);
 	return finished;
 }
 

@@ -182,6 +182,8 @@ private:
 	void markPending(std::vector<uint64_t> *out) override;
 	bool done(uint64_t marker) override;
 	bool doneInPass(uint64_t marker, DoneMemo &memo) override;
+	// Both: without a memo, a blocking ask of the marker's stream.
+	bool markerDone(uint64_t marker, DoneMemo *memo);
 	void release(uint64_t marker) override;
 	bool wait(uint64_t marker, int64_t deadlineNs) override;
 	// The first `tasks` tasks of a live stream, or a point once the

@@ -600,10 +600,11 @@ npurtError_t submitStrided(Stream *s, uint64_t dst, uint64_t src, const std::vec
 	// then dims[outer] is cut so that a packet has at most the limit.
 	while (outer + 1 < runDims && runsFrom(outer + 1) > kMaxRunsPerPacket)
 		outer++;
+	// outer < runDims (a view dense throughout is an ordinary copy before
+	// this; were it not, it would be cut in elements, still right).
 	const Dim &cut = dims[outer];
-	const uint64_t below = runsFrom(outer + 1);
-	const uint64_t chunk =
-	        outer < runDims ? std::max<uint64_t>(1, kMaxRunsPerPacket / below) : cut.size;
+	const uint64_t below = runsFrom(outer + 1);  // at most the limit
+	const uint64_t chunk = std::max<uint64_t>(1, kMaxRunsPerPacket / below);
 	uint64_t inner = es;  // bytes of one index of dims[outer]
 	for (size_t i = outer + 1; i < n; i++)
 		inner *= dims[i].size;
@@ -623,7 +624,7 @@ npurtError_t submitStrided(Stream *s, uint64_t dst, uint64_t src, const std::vec
 			c.dst = dst + doff + j * cut.dst;
 			c.src = src + soff + j * cut.src;
 			TaskInfo t = task(api, label, -1, len * inner, site);
-			t.runs = outer < runDims ? len * below : below;
+			t.runs = len * below;
 			if (npurtError_t err = s->submit(DRM_NPU_ENGINE_COPY, &c, sizeof(c), t))
 				return err;
 		}

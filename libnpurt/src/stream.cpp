@@ -616,18 +616,18 @@ bool Stream::tasksDone(uint64_t count, bool block)
 	// The flusher holds historyMutex_ across its SUBMIT ioctl: a poll
 	// waiting for it would make every allocation behind a busy stream pay
 	// for a system call it is not part of.
-	std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
-	if (!block && !lock.try_lock())
+	auto take = [block](std::mutex &m) {
+		return block ? std::unique_lock<std::mutex>(m)
+		             : std::unique_lock<std::mutex>(m, std::try_to_lock);
+	};
+	std::unique_lock<std::mutex> lock = take(mutex_);
+	if (!lock)
 		return false;
-	if (block)
-		lock.lock();
 	Point p;
 	{
-		std::unique_lock<std::mutex> history(historyMutex_, std::defer_lock);
-		if (!block && !history.try_lock())
+		std::unique_lock<std::mutex> history = take(historyMutex_);
+		if (!history)
 			return false;
-		if (block)
-			history.lock();
 		if (seq_ >= count) {
 			// Past the record, a later task stands in: the stream's
 			// tasks complete in order.

@@ -96,7 +96,7 @@ fi
 # lane's core: their megabyte ops are slow there).
 if [ "$suites" != core ] && [ "$suites" != rest ]; then
 	for p in deviceQuery bandwidthTest asyncAPI simpleStreams simpleMultiCopy \
-		simpleCallback simpleIPC simpleZeroCopy simpleMultiGPU simpleStreamPriorities; do
+		simpleCallback simpleIPC simpleZeroCopy simpleMultiGPU simpleStreamPriorities simpleP2P; do
 		run "compat_$p" cmd "$bin/compat_$p"
 	done
 fi

@@ -197,13 +197,49 @@ npurtError_t npurtDeviceCanAccessPeer(int *canAccess, int device, int peerDevice
 		if (npurtError_t err = Runtime::instance().checkPair(device, peerDevice,
 		                                                     "npurtDeviceCanAccessPeer"))
 			return err;
-		// No engine reaches another NPU's memory yet (see npurt.h).
-		*canAccess = 0;
+		// Every NPU's engines reach every other's memory once it is
+		// mapped (dma-buf import); a device is not its own peer.
+		*canAccess = device != peerDevice;
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException("npurtDeviceCanAccessPeer");
 	}
 }
+
+namespace {
+
+// The current context and the primary context of peerDevice, another
+// device.
+npurtError_t peerPair(int peerDevice, npurt::Context **self, npurt::Context **peer, const char *api)
+{
+	Runtime &rt = Runtime::instance();
+	if (npurtError_t err = rt.currentContext(self, api))
+		return err;
+	if (npurtError_t err = rt.checkOrdinal(peerDevice, api))
+		return err;
+	if (peerDevice == (*self)->ordinal())
+		return npurt::setError(npurtErrorInvalidDevice,
+		                       std::string(api) + ": NPU " + std::to_string(peerDevice) +
+		                               " is the current device, not a peer");
+	return rt.primaryContext(peerDevice, peer, api);
+}
+
+// op(peerCtx) on the current context once peerCtx is known to be a live
+// context.
+npurtError_t onPeerContext(npurtContext_t peerCtx, const char *api,
+                           npurtError_t (npurt::Context::*op)(npurt::Context &, const char *))
+{
+	Runtime &rt = Runtime::instance();
+	npurt::Context *self = nullptr;
+	if (npurtError_t err = rt.currentContext(&self, api))
+		return err;
+	if (!peerCtx || !rt.isContext(peerCtx))
+		return npurt::setError(npurtErrorInvalidHandle,
+		                       std::string(api) + ": peerContext is not a live context");
+	return (self->*op)(*static_cast<npurt::Context *>(peerCtx), api);
+}
+
+}  // namespace
 
 npurtError_t npurtDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
 {
@@ -212,15 +248,10 @@ npurtError_t npurtDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
 		if (flags)
 			return npurt::setError(npurtErrorInvalidValue,
 			                       std::string(api) + ": flags must be 0");
-		if (npurtError_t err =
-		            Runtime::instance().checkPair(npurt::threadDevice(), peerDevice, api))
+		npurt::Context *self = nullptr, *peer = nullptr;
+		if (npurtError_t err = peerPair(peerDevice, &self, &peer, api))
 			return err;
-		return npurt::setError(npurtErrorPeerAccessUnsupported,
-		                       std::string(api) + ": NPU " +
-		                               std::to_string(npurt::threadDevice()) +
-		                               " cannot access NPU " + std::to_string(peerDevice) +
-		                               " directly; copies between them go through the host "
-		                               "(npurtMemcpyPeer, npurtMemcpyDefault)");
+		return self->enablePeer(*peer, api);
 	} catch (...) {
 		return npurt::errorFromException("npurtDeviceEnablePeerAccess");
 	}
@@ -230,14 +261,69 @@ npurtError_t npurtDeviceDisablePeerAccess(int peerDevice)
 {
 	try {
 		const char *api = "npurtDeviceDisablePeerAccess";
-		if (npurtError_t err =
-		            Runtime::instance().checkPair(npurt::threadDevice(), peerDevice, api))
+		npurt::Context *self = nullptr, *peer = nullptr;
+		if (npurtError_t err = peerPair(peerDevice, &self, &peer, api))
 			return err;
-		return npurt::setError(npurtErrorPeerAccessNotEnabled,
-		                       std::string(api) + ": peer access to NPU " +
-		                               std::to_string(peerDevice) + " was never enabled");
+		return self->disablePeer(*peer, api);
 	} catch (...) {
 		return npurt::errorFromException("npurtDeviceDisablePeerAccess");
+	}
+}
+
+npurtError_t npurtCtxEnablePeerAccess(npurtContext_t peerContext, unsigned int flags)
+{
+	try {
+		const char *api = "npurtCtxEnablePeerAccess";
+		if (flags)
+			return npurt::setError(npurtErrorInvalidValue,
+			                       std::string(api) + ": flags must be 0");
+		return onPeerContext(peerContext, api, &npurt::Context::enablePeer);
+	} catch (...) {
+		return npurt::errorFromException("npurtCtxEnablePeerAccess");
+	}
+}
+
+npurtError_t npurtCtxDisablePeerAccess(npurtContext_t peerContext)
+{
+	try {
+		const char *api = "npurtCtxDisablePeerAccess";
+		return onPeerContext(peerContext, api, &npurt::Context::disablePeer);
+	} catch (...) {
+		return npurt::errorFromException("npurtCtxDisablePeerAccess");
+	}
+}
+
+npurtError_t npurtDeviceGetP2PAttribute(int *value, npurtDeviceP2PAttr attr, int srcDevice,
+                                        int dstDevice)
+{
+	try {
+		const char *api = "npurtDeviceGetP2PAttribute";
+		if (!value)
+			return nullArgument(api, "value");
+		if (npurtError_t err = Runtime::instance().checkPair(srcDevice, dstDevice, api))
+			return err;
+		if (srcDevice == dstDevice)
+			return npurt::setError(npurtErrorInvalidDevice,
+			                       std::string(api) +
+			                               ": srcDevice and dstDevice are both " +
+			                               std::to_string(srcDevice));
+		switch (attr) {
+		case npurtDevP2PAttrPerformanceRank:
+			*value = 0;  // one kind of link between every pair
+			return npurtSuccess;
+		case npurtDevP2PAttrAccessSupported:
+			*value = 1;
+			return npurtSuccess;
+		case npurtDevP2PAttrNativeAtomicSupported:
+		case npurtDevP2PAttrNpurtArrayAccessSupported:
+			*value = 0;  // no atomics, no arrays
+			return npurtSuccess;
+		}
+		return npurt::setError(npurtErrorInvalidValue,
+		                       std::string(api) + ": unknown attribute " +
+		                               std::to_string(static_cast<int>(attr)));
+	} catch (...) {
+		return npurt::errorFromException("npurtDeviceGetP2PAttribute");
 	}
 }
 

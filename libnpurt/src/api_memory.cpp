@@ -728,7 +728,9 @@ npurtError_t npurtMemsetD32_ptds(void *devPtr, unsigned int value, size_t count)
 namespace {
 
 // npurtMemcpyPeer(Async): both devices exist, dst and src are memory of
-// them; then a device-to-device copy (through the host between NPUs).
+// them; then a device-to-device copy on the stream's engine, which is
+// given access to the other NPU's memory if it has none (CUDA copies
+// between peers without peer access enabled).
 npurtError_t copyPeer(const char *api, void *dst, int dstDevice, const void *src, int srcDevice,
                       size_t count, npurtStream_t stream, bool sync, void *ra)
 {
@@ -743,7 +745,8 @@ npurtError_t copyPeer(const char *api, void *dst, int dstDevice, const void *src
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": src " + hexAddr(addrOf(src)) +
 		                        " is not memory of NPU " + std::to_string(srcDevice));
-	return npurt::planCopy(api, dst, src, count, npurtMemcpyDeviceToDevice, stream, sync, ra);
+	return npurt::planCopy(api, dst, src, count, npurtMemcpyDeviceToDevice, stream, sync, ra,
+	                       true);
 }
 
 }  // namespace

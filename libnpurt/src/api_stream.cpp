@@ -74,10 +74,17 @@ npurtError_t checkOperand(const char *api, const char *name, const void *p, uint
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": operand " + name + " " + hex(addrOf(p)) +
 		                        " is not device memory (freed, or host memory)");
-	if (owner != &s->ctx())
+	bool reached = owner == &s->ctx();
+	// Device memory of a peer the stream's context has access to.
+	if (!reached && !r.ctx)
+		if (npurtError_t err = s->ctx().reachPeer(*owner, false, &reached, api))
+			return err;
+	if (!reached)
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": operand " + name + " " + hex(addrOf(p)) +
-		                        " belongs to another context than the stream's");
+		                        " belongs to another context than the stream's (NPU " +
+		                        std::to_string(owner->ordinal()) +
+		                        "), which it has no peer access to");
 	uint64_t off = addrOf(p) - base;
 	if (bytes > size || off > size - bytes)
 		return setError(npurtErrorInvalidValue,

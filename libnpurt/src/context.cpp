@@ -110,6 +110,9 @@ Context::~Context()
 	// Streams first: they hold staging buffers and timestamp slots.
 	for (Stream *st : streams())
 		destroyStreamForContext(st);
+	// Then the peer links both ways: no stream here uses a peer's memory
+	// any more, and no peer reaches this context's memory once it goes.
+	dropPeers();
 	forgetContextInEvents(this);
 	forgetContextInProfiler(this);
 	// Jobs of destroyed streams may still write their completion words.
@@ -197,12 +200,25 @@ npurtError_t Context::allocSegment(size_t size, uint64_t *addr)
 		std::lock_guard<std::mutex> lock(mutex_);
 		segments_[va] = {size, c.handle};
 	}
+	if (npurtError_t err = peerSegmentAdded(va, size, c.handle)) {
+		{
+			std::lock_guard<std::mutex> lock(mutex_);
+			segments_.erase(va);
+		}
+		unbind(va, size);
+		closeBo(c.handle);
+		space_.release(va, size);
+		return err;
+	}
 	*addr = va;
 	return npurtSuccess;
 }
 
 void Context::freeSegment(uint64_t addr, size_t size)
 {
+	// Peers first: none may reach the address once it can be handed out
+	// again.
+	peerSegmentRemoved(addr);
 	uint32_t handle;
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
@@ -642,7 +658,7 @@ uint64_t Context::mark(StreamId stream)
 	bool live = std::ranges::find(all, s) != all.end();
 	Marker m;
 	if (uint64_t tasks = live ? s->pendingMark() : 0)
-		m = {s, tasks, nullptr, 0};
+		m = {s, tasks, nullptr, 0, nullptr};
 	markers_[++nextMarker_] = std::move(m);
 	return nextMarker_;
 }
@@ -655,9 +671,10 @@ void Context::markPending(std::vector<uint64_t> *out)
 		uint64_t tasks = s->pendingMark();
 		if (!tasks)
 			continue;
-		markers_[++nextMarker_] = {s, tasks, nullptr, 0};
+		markers_[++nextMarker_] = {s, tasks, nullptr, 0, nullptr};
 		out->push_back(nextMarker_);
 	}
+	markAccessors(out);
 }
 
 bool Context::done(uint64_t marker)
@@ -672,20 +689,31 @@ bool Context::doneInPass(uint64_t marker, DoneMemo &memo)
 	return markerDone(marker, &memo);
 }
 
+bool Context::tasksDone(Stream *s, uint64_t tasks, DoneMemo *memo)
+{
+	if (!memo)
+		return s->tasksDone(tasks);
+	if (memo->notDone(s, tasks))
+		return false;
+	const bool finished = s->tasksDone(tasks, false);
+	if (!finished)
+		memo->noteNotDone(s, tasks);
+	return finished;
+}
+
 bool Context::markerDone(uint64_t marker, DoneMemo *memo)
 {
 	std::lock_guard<std::mutex> lock(markMutex_);
 	const Marker &m = markers_.at(marker);
+	if (m.life) {
+		std::lock_guard<std::mutex> life(m.life->mutex);
+		if (m.life->stream)
+			return tasksDone(m.life->stream, m.tasks, memo);
+		return !m.life->last || waitPoint(m.life->last, 0, false) == 0;
+	}
 	if (!m.stream)
 		return !m.tl || waitPoint(Point{m.tl, m.point}, 0, false) == 0;
-	if (!memo)
-		return m.stream->tasksDone(m.tasks);
-	if (memo->notDone(m.stream, m.tasks))
-		return false;
-	const bool finished = m.stream->tasksDone(m.tasks, false);
-	if (!finished)
-		memo->noteNotDone(m.stream, m.tasks);
-	return finished;
+	return tasksDone(m.stream, m.tasks, memo);
 }
 
 void Context::release(uint64_t marker)
@@ -698,6 +726,12 @@ bool Context::wait(uint64_t marker, int64_t deadlineNs)
 {
 	std::lock_guard<std::mutex> lock(markMutex_);
 	const Marker &m = markers_.at(marker);
+	if (m.life) {
+		std::lock_guard<std::mutex> life(m.life->mutex);
+		if (m.life->stream)
+			return m.life->stream->waitTasks(m.tasks, deadlineNs);
+		return !m.life->last || waitPoint(m.life->last, deadlineNs, false) == 0;
+	}
 	if (m.stream)
 		return m.stream->waitTasks(m.tasks, deadlineNs);
 	return !m.tl || waitPoint(Point{m.tl, m.point}, deadlineNs, false) == 0;

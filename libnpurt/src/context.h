@@ -2,6 +2,7 @@
 // space, its caching pool of device memory and its IPC imports.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -46,6 +47,7 @@ struct PinnedBuffer {
 };
 
 class Stream;
+struct StreamLife;
 struct Timeline;
 struct Point;
 
@@ -85,6 +87,22 @@ public:
 	                           uint64_t *inode, const char *api);
 	npurtError_t ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr);
 	npurtError_t ipcClose(uint64_t addr);
+
+	// Peer access (peer.cpp): this context's engines reach the pool
+	// memory of another context (`owner`, of any device) at its own
+	// addresses, through imports of owner's segments bound in this
+	// context's address space, kept in step as owner's pool grows and
+	// shrinks. Explicit access is the user's (npurtDeviceEnablePeerAccess,
+	// npurtCtxEnablePeerAccess); implicit access is made on first use by
+	// npurtMemcpyPeer, which CUDA lets copy between devices without it.
+	// Until one of them, a copy, fill or op of this context naming
+	// owner's memory fails: contexts are isolated.
+	npurtError_t enablePeer(Context &owner, const char *api);
+	npurtError_t disablePeer(Context &owner, const char *api);
+	// Whether this context's work may name owner's memory: access was
+	// enabled, or (peerCopy) it is made for npurtMemcpyPeer now. An
+	// error only when making it failed.
+	npurtError_t reachPeer(Context &owner, bool peerCopy, bool *reached, const char *api);
 
 	// Device memory free/total of this context's device.
 	npurtError_t queryMemory(uint64_t *freeBytes, uint64_t *totalBytes);
@@ -187,18 +205,52 @@ private:
 	void release(uint64_t marker) override;
 	bool wait(uint64_t marker, int64_t deadlineNs) override;
 	// The first `tasks` tasks of a live stream, or a point once the
-	// stream is gone.
+	// stream is gone; for a stream of another context (life set), the
+	// same through its StreamLife.
 	struct Marker {
 		Stream *stream = nullptr;
 		uint64_t tasks = 0;
 		std::shared_ptr<Timeline> tl;
 		uint64_t point = 0;
+		std::shared_ptr<StreamLife> life;
 	};
+	// Whether a stream's first `tasks` tasks are done (see markerDone).
+	static bool tasksDone(Stream *s, uint64_t tasks, DoneMemo *memo);
 	// Guards markers_ and nextMarker_; taken before streamMutex_ and a
 	// stream's locks (called by the pool with its lock held).
 	std::mutex markMutex_;
 	std::map<uint64_t, Marker> markers_;
 	uint64_t nextMarker_ = 0;
+
+	// One of owner's segments bound here: its import's handle.
+	struct PeerMap {
+		uint64_t size;
+		uint32_t handle;
+	};
+	struct PeerLink {
+		bool explicitAccess = false;
+		std::map<uint64_t, PeerMap> maps;  // by address
+	};
+	// All with the peer mutex held (peer.cpp), which guards peers_ and
+	// accessors_ of every context; taken after the pool's lock and
+	// markMutex_, before the segments' mutex_ and any stream's locks.
+	npurtError_t linkPeer(Context &owner, bool explicitAccess, const char *api);
+	npurtError_t mapPeerSegment(PeerLink &link, Context &owner, uint64_t base, uint64_t size,
+	                            uint32_t ownerHandle, const char *api);
+	void unmapPeer(PeerLink &link);
+	void unlinkPeer(Context &owner);
+	// Owner side: a segment made or about to go, in every accessor.
+	npurtError_t peerSegmentAdded(uint64_t base, uint64_t size, uint32_t handle);
+	void peerSegmentRemoved(uint64_t base);
+	// With markMutex_ held: markers of the work queued so far on the
+	// streams of contexts reaching this one's memory (through their
+	// StreamLife: no stream of theirs tells this context it ends).
+	void markAccessors(std::vector<uint64_t> *out);
+	// The destructor's: every link to and from this context goes.
+	void dropPeers();
+	std::map<Context *, PeerLink> peers_;  // owners this context reaches
+	std::vector<Context *> accessors_;  // contexts reaching this one
+	std::atomic<size_t> accessorCount_{0};  // accessors_.size(), read unlocked
 
 	npurtError_t allocSegment(size_t size, uint64_t *addr) override;
 	void freeSegment(uint64_t addr, size_t size) override;

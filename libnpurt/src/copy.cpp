@@ -18,9 +18,6 @@ namespace npurt {
 
 namespace {
 
-// The driver's limit for one VM_ACCESS.
-constexpr uint64_t kAccessChunk = 64ull << 20;
-
 uint64_t addrOf(const void *p)
 {
 	return reinterpret_cast<uint64_t>(p);
@@ -36,38 +33,6 @@ npurtError_t checkBounds(const char *api, const char *what, const void *p, size_
 	                std::string(api) + ": " + std::to_string(count) + " bytes at " + what +
 	                        " " + hexAddr(addrOf(p)) + " overrun its allocation of " +
 	                        std::to_string(d.size) + " bytes at " + hexAddr(d.base));
-}
-
-// One VM_ACCESS, chunked to the driver's limit.
-npurtError_t vmAccess(const char *api, Context *ctx, uint64_t devAddr, void *host, size_t count,
-                      bool write)
-{
-	while (count) {
-		size_t n = std::min<uint64_t>(count, kAccessChunk);
-		drm_npu_vm_access a{};
-		a.addr = devAddr;
-		a.size = n;
-		a.user_ptr = addrOf(host);
-		a.flags = write ? DRM_NPU_VM_ACCESS_WRITE : 0;
-		int ret = ctx->node().ioctl(DRM_IOCTL_NPU_VM_ACCESS, &a);
-		if (ret == -ENXIO || ret == -EACCES)
-			return setError(npurtErrorDeviceFault,
-			                std::string(api) + ": device fault at " +
-			                        hexAddr(a.fault_addr) +
-			                        (ret == -EACCES ? " (write to read-only memory)"
-			                                        : " (unmapped)"));
-		if (ret == -EFAULT)
-			return setError(npurtErrorInvalidValue,
-			                std::string(api) + ": the host buffer at " +
-			                        hexAddr(addrOf(host)) + " is not accessible");
-		if (ret)
-			return setError(errorFromErrno(ret),
-			                osMessage(std::string(api) + ": device access", ret));
-		devAddr += n;
-		host = static_cast<char *>(host) + n;
-		count -= n;
-	}
-	return npurtSuccess;
 }
 
 const char *kindName(npurtMemcpyKind k)
@@ -96,14 +61,45 @@ struct Operand {
 	DeviceSide dev;
 };
 
-npurtError_t classify(const char *api, const char *what, const void *p, Stream *s, Operand *out)
+std::string contextName(const Context &c, const Context &sc)
+{
+	return c.ordinal() == sc.ordinal() ? "another context of NPU " + std::to_string(c.ordinal())
+	                                   : "NPU " + std::to_string(c.ordinal());
+}
+
+// Device memory of another context is named only where this context
+// reaches it (peer access, or peerCopy: npurtMemcpyPeer): contexts are
+// isolated.
+npurtError_t checkReach(const char *api, const char *what, const void *p, Stream *s, Context &owner,
+                        bool peerCopy)
+{
+	Context &sc = s->ctx();
+	if (&owner == &sc)
+		return npurtSuccess;
+	bool reached = false;
+	if (npurtError_t err = sc.reachPeer(owner, peerCopy, &reached, api))
+		return err;
+	if (reached)
+		return npurtSuccess;
+	return setError(npurtErrorInvalidValue,
+	                std::string(api) + ": " + what + " " + hexAddr(addrOf(p)) +
+	                        " is memory of " + contextName(owner, sc) +
+	                        ", which the stream's context (NPU " +
+	                        std::to_string(sc.ordinal()) +
+	                        ") has no access to: enable peer access "
+	                        "(npurtDeviceEnablePeerAccess, npurtCtxEnablePeerAccess), "
+	                        "use npurtMemcpyPeer, or use a stream of its context");
+}
+
+npurtError_t classify(const char *api, const char *what, const void *p, Stream *s, Operand *out,
+                      bool peerCopy = false)
 {
 	bool isDevice = false;
 	if (npurtError_t err = resolveDevice(api, what, p, &s->ctx(), &out->dev, &isDevice))
 		return err;
 	if (isDevice) {
 		out->side = Side::Device;
-		return npurtSuccess;
+		return checkReach(api, what, p, s, *out->dev.ctx, peerCopy);
 	}
 	uint64_t base = 0;
 	Runtime::HostRange r{};
@@ -119,10 +115,11 @@ npurtError_t classify(const char *api, const char *what, const void *p, Stream *
 }
 
 // Whether the stream's engines reach the operand at its address: device
-// memory of the stream's context, or host memory mapped in it.
-bool engineReaches(const Operand &op, const Context *sc)
+// memory (classify refused memory of contexts the stream's does not
+// reach), or host memory mapped in the stream's context.
+bool engineReaches(const Operand &op)
 {
-	return op.side == Side::Direct || (op.side == Side::Device && op.dev.ctx == sc);
+	return op.side != Side::Pageable;
 }
 
 // No address space holds this many bytes (x86-64 has at most 57 bits).
@@ -134,7 +131,7 @@ constexpr uint64_t kMaxCount = 1ull << 57;
 // memory).
 npurtError_t resolveOperands(const char *api, void *dst, uint64_t dstExtent, const void *src,
                              uint64_t srcExtent, npurtMemcpyKind kind, Stream *s, Operand *d,
-                             Operand *o)
+                             Operand *o, bool peerCopy = false)
 {
 	if (kind < npurtMemcpyHostToHost || kind > npurtMemcpyDefault)
 		return setError(npurtErrorInvalidValue,
@@ -146,9 +143,9 @@ npurtError_t resolveOperands(const char *api, void *dst, uint64_t dstExtent, con
 		                        std::to_string(std::max(dstExtent, srcExtent)) +
 		                        " bytes at " + hexAddr(addrOf(dst)) + " or " +
 		                        hexAddr(addrOf(src)) + " do not fit in an address space");
-	if (npurtError_t err = classify(api, "dst", dst, s, d))
+	if (npurtError_t err = classify(api, "dst", dst, s, d, peerCopy))
 		return err;
-	if (npurtError_t err = classify(api, "src", src, s, o))
+	if (npurtError_t err = classify(api, "src", src, s, o, peerCopy))
 		return err;
 	bool dstDev = d->side == Side::Device, srcDev = o->side == Side::Device;
 	if (kind != npurtMemcpyDefault) {
@@ -342,8 +339,9 @@ npurtError_t stageOut(Stream *s, void *dst, uint64_t src, size_t count, const ch
 	return drain(prev);
 }
 
+// peerCopy: npurtMemcpyPeer's, which may name memory of any context.
 npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npurtMemcpyKind kind,
-                  npurtStream_t stream, bool sync, const CallSite &site)
+                  npurtStream_t stream, bool sync, const CallSite &site, bool peerCopy = false)
 {
 	if (!count)
 		return npurtSuccess;
@@ -353,12 +351,11 @@ npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npu
 	if (npurtError_t err = resolveStream(stream, &s, api))
 		return err;
 	Operand d, o;
-	if (npurtError_t err = resolveOperands(api, dst, count, src, count, kind, s, &d, &o))
+	if (npurtError_t err =
+	            resolveOperands(api, dst, count, src, count, kind, s, &d, &o, peerCopy))
 		return err;
 	bool dstDev = d.side == Side::Device, srcDev = o.side == Side::Device;
-
-	Context *sc = &s->ctx();
-	bool dstHere = engineReaches(d, sc), srcHere = engineReaches(o, sc);
+	bool dstHere = engineReaches(d), srcHere = engineReaches(o);
 	npurtError_t err = npurtSuccess;
 	if (!dstDev && !srcDev && !(dstHere && srcHere)) {
 		// Host to host, in stream order.
@@ -382,38 +379,18 @@ npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npu
 			                        hexAddr(addrOf(dst)) + " overlap");
 		err = submitCopy(s, addrOf(dst), addrOf(src), count, api, labels[srcDev][dstDev],
 		                 site, sync);
-	} else if (dstDev && d.dev.ctx == sc && o.side == Side::Pageable) {
+	} else if (dstDev) {
+		// From pageable memory.
 		// An asynchronous copy behind queued work is staged, so that the
 		// call returns without waiting for that work.
 		if (!((sync || s->idle()) && zeroCopy(s, addrOf(dst), const_cast<void *>(src),
 		                                      count, true, api, site, &err)))
 			err = stageIn(s, addrOf(dst), src, count, api, site, sync);
-	} else if (srcDev && o.dev.ctx == sc && d.side == Side::Pageable) {
+	} else {
+		// Device to pageable memory.
 		if (zeroCopy(s, addrOf(src), dst, count, false, api, site, &err))
 			return err;
 		return stageOut(s, dst, addrOf(src), count, api, site);
-	} else {
-		// Memory of another context or NPU: in host order, through the
-		// driver's MMU path, after the stream's earlier work.
-		if ((err = s->synchronize(-1, api)))
-			return err;
-		if (!srcDev)
-			return vmAccess(api, d.dev.ctx, addrOf(dst), const_cast<void *>(src), count,
-			                true);
-		if (!dstDev)
-			return vmAccess(api, o.dev.ctx, addrOf(src), dst, count, false);
-		std::vector<char> bounce(std::min<size_t>(count, 4u << 20));
-		for (size_t done = 0; done < count;) {
-			size_t n = std::min(bounce.size(), count - done);
-			if ((err = vmAccess(api, o.dev.ctx, addrOf(src) + done, bounce.data(), n,
-			                    false)))
-				return err;
-			if ((err = vmAccess(api, d.dev.ctx, addrOf(dst) + done, bounce.data(), n,
-			                    true)))
-				return err;
-			done += n;
-		}
-		return npurtSuccess;
 	}
 	if (!err && sync)
 		err = s->synchronize(-1, api);
@@ -453,21 +430,6 @@ npurtError_t fill(const char *api, void *devPtr, uint32_t value, unsigned width,
 	if (width < 4)
 		value &= (1u << (8 * width)) - 1;
 	npurtError_t err;
-	if (d.dev.ctx != &s->ctx()) {
-		if ((err = s->synchronize(-1, api)))
-			return err;
-		std::vector<unsigned char> pattern(std::min<size_t>(bytes, 4u << 20));
-		for (size_t i = 0; i < pattern.size(); i++)
-			pattern[i] = static_cast<unsigned char>(value >> (8 * (i % width)));
-		for (size_t done = 0; done < bytes;) {
-			size_t n = std::min(pattern.size(), bytes - done);
-			if ((err = vmAccess(api, d.dev.ctx, addrOf(devPtr) + done, pattern.data(),
-			                    n, true)))
-				return err;
-			done += n;
-		}
-		return npurtSuccess;
-	}
 	drm_npu_pkt_fill f{};
 	f.hdr = {DRM_NPU_PKT_FILL, sizeof(f)};
 	f.dst = addrOf(devPtr);
@@ -672,7 +634,7 @@ npurtError_t copyStrided(const char *api, void *dst, const void *src, const Stri
 	if (npurtError_t err = resolveOperands(api, dst, dstExt, src, srcExt, kind, s, &d, &o))
 		return err;
 	Context *sc = &s->ctx();
-	bool dstHere = engineReaches(d, sc), srcHere = engineReaches(o, sc);
+	bool dstHere = engineReaches(d), srcHere = engineReaches(o);
 	npurtError_t err = npurtSuccess;
 	if (dstHere && srcHere && hasStridedPacket(*sc)) {
 		static const char *const labels[2][2] = {
@@ -711,9 +673,8 @@ npurtError_t copyStrided(const char *api, void *dst, const void *src, const Stri
 			err = s->synchronize(-1, api);
 		return err;
 	}
-	// Pageable memory, another context or NPU, or a driver without the
-	// packet: one ordinary copy per run (the innermost dimension where it
-	// is dense on both sides, else each element).
+	// Pageable memory, or a driver without the packet: one ordinary copy per run (the innermost
+	// dimension where it is dense on both sides, else each element).
 	size_t runDims = dims.size();
 	uint64_t run = es;
 	if (dims.back().dst == es && dims.back().src == es) {
@@ -749,9 +710,10 @@ npurtError_t resolveDevice(const char *api, const char *what, const void *p, Con
 }
 
 npurtError_t planCopy(const char *api, void *dst, const void *src, size_t count,
-                      npurtMemcpyKind kind, npurtStream_t stream, bool sync, void *ra)
+                      npurtMemcpyKind kind, npurtStream_t stream, bool sync, void *ra,
+                      bool peerCopy)
 {
-	return copy(api, dst, src, count, kind, stream, sync, takeCallSite(ra));
+	return copy(api, dst, src, count, kind, stream, sync, takeCallSite(ra), peerCopy);
 }
 
 npurtError_t planFill(const char *api, void *devPtr, uint32_t value, unsigned width, size_t count,

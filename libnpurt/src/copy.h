@@ -1,7 +1,7 @@
 // Copy planning: how a copy, a strided copy or a fill is done, given where
 // its operands live (device memory of the stream's context, pinned or
 // registered host memory the engine reaches directly, pageable memory,
-// memory of another context): which packets, staging, pins and waits.
+// memory of a peer context): which packets, staging, pins and waits.
 // The C API files validate handles and call these.
 #pragma once
 
@@ -29,9 +29,13 @@ npurtError_t resolveDevice(const char *api, const char *what, const void *p, Con
                            DeviceSide *out, bool *isDevice);
 
 // npurtMemcpy(Async). sync: the caller waits for the copy. ra: the API
-// caller's return address, for fault reports.
+// caller's return address, for fault reports. Device memory of another
+// context than the stream's is refused unless the stream's context has
+// peer access to it, or peerCopy (npurtMemcpyPeer) is set: then it is
+// given access and the stream's engine copies.
 npurtError_t planCopy(const char *api, void *dst, const void *src, size_t count,
-                      npurtMemcpyKind kind, npurtStream_t stream, bool sync, void *ra);
+                      npurtMemcpyKind kind, npurtStream_t stream, bool sync, void *ra,
+                      bool peerCopy = false);
 
 // npurtMemset(Async) (width 1) and npurtMemsetD16/D32(Async): count
 // elements of width bytes.

@@ -56,6 +56,8 @@ constexpr ErrorInfo kErrors[] = {
          "direct access between these NPUs is not supported"},
         {npurtErrorPeerAccessNotEnabled, "npurtErrorPeerAccessNotEnabled",
          "peer access was not enabled"},
+        {npurtErrorPeerAccessAlreadyEnabled, "npurtErrorPeerAccessAlreadyEnabled",
+         "peer access is already enabled"},
         {npurtErrorUnknown, "npurtErrorUnknown", "unknown error"},
 };
 

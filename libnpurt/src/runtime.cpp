@@ -322,13 +322,29 @@ npurtError_t Runtime::currentContext(Context **out, const char *api)
 		return setError(npurtErrorInvalidDevice,
 		                std::string(api) + ": the current device " +
 		                        std::to_string(ordinal) + " does not exist");
+	*out = primaryLocked(ordinal);
+	return npurtSuccess;
+}
+
+Context *Runtime::primaryLocked(int ordinal)
+{
 	if (!primaries_[ordinal]) {
 		Device &dev = device(ordinal);
 		auto *ctx = new Context(ordinal, dev.node(), nullptr, *spaces_[ordinal]);
 		primaries_[ordinal] = ctx;
 		contexts_.insert(ctx);
 	}
-	*out = primaries_[ordinal];
+	return primaries_[ordinal];
+}
+
+npurtError_t Runtime::primaryContext(int ordinal, Context **out, const char *api)
+{
+	if (npurtError_t err = start())
+		return err;
+	if (npurtError_t err = checkOrdinal(ordinal, api))
+		return err;
+	std::lock_guard<std::mutex> lock(ctxMutex_);
+	*out = primaryLocked(ordinal);
 	return npurtSuccess;
 }
 

@@ -61,6 +61,8 @@ public:
 	// the primary context of its current device (created on first use).
 	// Records and returns an error if there is none.
 	npurtError_t currentContext(Context **ctx, const char *api);
+	// The primary context of a device (created on first use).
+	npurtError_t primaryContext(int ordinal, Context **ctx, const char *api);
 	npurtError_t createContext(int ordinal, Context **ctx, const char *api);
 	npurtError_t destroyContext(Context *ctx);
 	// Whether ctx is a live context (not destroyed, not foreign).
@@ -96,6 +98,7 @@ private:
 	npurtError_t discover();
 	npurtError_t reserveAddressSpace();
 	void releaseContextLocked(Context *ctx);
+	Context *primaryLocked(int ordinal);  // with ctxMutex_ held
 
 	std::mutex mutex_;  // serialises start() and resetForTesting()
 	bool started_ = false;

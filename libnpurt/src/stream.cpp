@@ -494,7 +494,9 @@ int waitPoint(const Point &p, int64_t deadlineNs, bool spin)
 
 Stream::Stream(Context &ctx, unsigned flags, int priority, bool isDefault)
     : ctx_(ctx), flags_(flags), priority_(priority), isDefault_(isDefault)
-{}
+{
+	life_->stream = this;
+}
 
 Stream::~Stream()
 {
@@ -529,6 +531,11 @@ Stream::~Stream()
 	Point last = lastClass_ >= 0 ? Point{timelines_[lastClass_], last_[lastClass_]} : Point{};
 	// Freed memory waiting for this stream's tasks waits for this point.
 	ctx_.streamEnded(this, last);
+	{
+		std::lock_guard<std::mutex> lock(life_->mutex);
+		life_->stream = nullptr;
+		life_->last = last;
+	}
 	// A queue other streams share goes on writing its record: the slot
 	// stays reserved until the context ends.
 	for (int cls = 0; cls < 2; cls++)

@@ -114,6 +114,16 @@ bool setCallSiteId(uint64_t id);
 // Every live stream, for the fault monitor.
 std::vector<Stream *> liveStreams();
 
+// A stream as markers of other contexts see it (peer access: freed memory
+// of a context its stream reaches waits for its work): the stream while
+// it lives, then the point its last work ends at. The stream's end takes
+// the mutex; a marker holds it while it asks the stream.
+struct StreamLife {
+	std::mutex mutex;
+	Stream *stream = nullptr;
+	Point last;
+};
+
 class Stream : public npurtStream_st {
 public:
 	Stream(Context &ctx, unsigned flags, int priority, bool isDefault);
@@ -192,6 +202,7 @@ public:
 	// the first two. A poll (block false) does not wait for the stream's
 	// locks: while a submission holds them it answers "not yet".
 	uint64_t pendingMark();
+	const std::shared_ptr<StreamLife> &life() const { return life_; }
 	bool tasksDone(uint64_t count, bool block = true);
 	bool waitTasks(uint64_t count, int64_t deadlineNs);
 
@@ -348,6 +359,7 @@ private:
 	        0;  // coarseNs() of the last launch that opened a batch or was submitted
 	std::condition_variable flushCv_;  // wakes flusher_: a batch opened
 	std::thread flusher_;
+	std::shared_ptr<StreamLife> life_ = std::make_shared<StreamLife>();
 	int lastClass_ = -1;
 	struct PendingWait {
 		uint32_t handle;

@@ -459,7 +459,14 @@ TEST_F(Memory, DeviceToDeviceAcrossNpus)
 	EXPECT_EQ(attr.device, 1);
 	npurtPointerGetAttributes(&attr, a);
 	EXPECT_EQ(attr.device, 0);
+	// Contexts are isolated: NPU 1's context reaches NPU 0's memory only
+	// with peer access (unlike CUDA, where unified addressing lets any
+	// copy name any device's memory).
+	EXPECT_EQ(npurtMemcpy(b, a, n, npurtMemcpyDefault), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "memory of NPU 0")) << lastMessage();
+	ASSERT_EQ(npurtDeviceEnablePeerAccess(0, 0), npurtSuccess) << lastMessage();
 	ASSERT_EQ(npurtMemcpy(b, a, n, npurtMemcpyDefault), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtDeviceDisablePeerAccess(0), npurtSuccess) << lastMessage();
 	std::vector<unsigned char> out(n);
 	ASSERT_EQ(npurtMemcpy(out.data(), b, n, npurtMemcpyDeviceToHost), npurtSuccess);
 	EXPECT_EQ(in, out);

@@ -471,52 +471,6 @@ TEST_F(Parity, RegisteredCallSiteNamesTheFaultingTask)
 	npurtStreamDestroy(s);
 }
 
-// Peer NPUs: no direct access is claimed, and peer copies work (staged).
-TEST_F(Parity, PeerCopiesWithoutPeerAccess)
-{
-	int count = 0, can = 7;
-	ASSERT_EQ(npurtGetDeviceCount(&count), npurtSuccess);
-	EXPECT_EQ(npurtDeviceCanAccessPeer(&can, 0, 0), npurtSuccess);
-	EXPECT_EQ(can, 0);
-	EXPECT_EQ(npurtDeviceCanAccessPeer(&can, 0, count), npurtErrorInvalidDevice);
-	EXPECT_EQ(npurtDeviceCanAccessPeer(nullptr, 0, 0), npurtErrorInvalidValue);
-	npurtGetLastError();
-	if (count < 2)
-		GTEST_SKIP() << "needs two NPUs";
-	ASSERT_EQ(npurtDeviceCanAccessPeer(&can, 0, 1), npurtSuccess);
-	EXPECT_EQ(can, 0);
-	EXPECT_EQ(npurtDeviceEnablePeerAccess(1, 0), npurtErrorPeerAccessUnsupported);
-	EXPECT_NE(lastMessage().find("through the host"), std::string::npos) << lastMessage();
-	EXPECT_EQ(npurtDeviceEnablePeerAccess(1, 1), npurtErrorInvalidValue);
-	EXPECT_EQ(npurtDeviceDisablePeerAccess(1), npurtErrorPeerAccessNotEnabled);
-	npurtGetLastError();
-	const size_t n = 1 << 20;
-	void *a = nullptr, *b = nullptr;
-	std::vector<unsigned char> in(n), out(n);
-	for (size_t i = 0; i < n; i++)
-		in[i] = static_cast<unsigned char>(i * 3 + 1);
-	ASSERT_EQ(npurtMalloc(&a, n), npurtSuccess);
-	ASSERT_EQ(npurtMemcpy(a, in.data(), n, npurtMemcpyHostToDevice), npurtSuccess);
-	ASSERT_EQ(npurtSetDevice(1), npurtSuccess);
-	ASSERT_EQ(npurtMalloc(&b, n), npurtSuccess);
-	ASSERT_EQ(npurtMemcpyPeer(b, 1, a, 0, n), npurtSuccess) << lastMessage();
-	ASSERT_EQ(npurtMemcpy(out.data(), b, n, npurtMemcpyDeviceToHost), npurtSuccess);
-	EXPECT_EQ(out, in);
-	ASSERT_EQ(npurtMemset(b, 0, n), npurtSuccess);
-	ASSERT_EQ(npurtMemcpyPeerAsync(b, 1, a, 0, n, nullptr), npurtSuccess) << lastMessage();
-	ASSERT_EQ(npurtStreamSynchronize(nullptr), npurtSuccess);
-	ASSERT_EQ(npurtMemcpy(out.data(), b, n, npurtMemcpyDeviceToHost), npurtSuccess);
-	EXPECT_EQ(out, in);
-	EXPECT_EQ(npurtMemcpyPeer(b, 0, a, 0, n), npurtErrorInvalidValue) << "b is NPU 1's";
-	EXPECT_NE(lastMessage().find("not memory of NPU 0"), std::string::npos) << lastMessage();
-	EXPECT_EQ(npurtMemcpyPeer(b, 1, a, 1, n), npurtErrorInvalidValue) << "a is NPU 0's";
-	EXPECT_EQ(npurtMemcpyPeer(b, 1, a, count, n), npurtErrorInvalidDevice);
-	npurtGetLastError();
-	npurtFree(b);
-	ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
-	npurtFree(a);
-}
-
 // More streams than the driver gives a context queues (256): streams share
 // queues, and work on each still runs in its order, also after the streams
 // that created the shared queues are gone.

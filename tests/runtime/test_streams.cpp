@@ -782,7 +782,10 @@ TEST_F(Streams, StreamsBelongToTheirDevice)
 	// Used from a thread whose current device is 0, s1 still runs on NPU 1.
 	ASSERT_EQ(npurtMemsetAsync(d1, 0x21, 1 << 20, s1), npurtSuccess) << lastMessage();
 	ASSERT_EQ(npurtStreamSynchronize(s1), npurtSuccess) << lastMessage();
+	// Read back through NPU 1's context: NPU 0's has no access to it.
+	ASSERT_EQ(npurtSetDevice(1), npurtSuccess);
 	auto out = download(d1, 1 << 20);
+	ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
 	EXPECT_EQ(firstNot(out.data(), 0x21, out.size()), out.size());
 	npurtPointerAttributes attr{};
 	ASSERT_EQ(npurtPointerGetAttributes(&attr, d1), npurtSuccess);
@@ -1491,7 +1494,20 @@ TEST_F(AsyncCopies, DeviceToDeviceAcrossNpus)
 	npurtStream_t s1 = stream();
 	unsigned char *b = deviceAlloc(n), *c = deviceAlloc(n);
 	unsigned char *p1 = pinnedAlloc(n);  // pinned for NPU 1, pageable to NPU 0
+	// Each NPU's context reaches the other's memory (contexts are
+	// isolated without).
+	ASSERT_EQ(npurtDeviceEnablePeerAccess(0, 0), npurtSuccess) << lastMessage();
 	ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
+	ASSERT_EQ(npurtDeviceEnablePeerAccess(1, 0), npurtSuccess) << lastMessage();
+	struct Disable {
+		~Disable()
+		{
+			npurtDeviceDisablePeerAccess(1);
+			npurtSetDevice(1);
+			npurtDeviceDisablePeerAccess(0);
+			npurtSetDevice(0);
+		}
+	} disable;
 	ASSERT_TRUE(s0 && s1 && a && b && c && p1);
 
 	auto in = pattern(n, 99);
@@ -1973,13 +1989,14 @@ TEST_F(Events, StreamWaitEventAcrossDevices)
 	ASSERT_EQ(npurtMemcpyAsync(x, src, n, npurtMemcpyHostToDevice, a), npurtSuccess);
 	ASSERT_EQ(npurtEventRecord(e, a), npurtSuccess);
 	ASSERT_EQ(npurtStreamWaitEvent(b, e, 0), npurtSuccess);
-	ASSERT_EQ(npurtMemcpyAsync(y, x, n, npurtMemcpyDeviceToDevice, b), npurtSuccess)
-	        << lastMessage();
+	ASSERT_EQ(npurtMemcpyPeerAsync(y, 1, x, 0, n, b), npurtSuccess) << lastMessage();
 	ASSERT_EQ(npurtStreamSynchronize(b), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtSetDevice(1), npurtSuccess);
 	auto got = download(y, n);
+	ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
 	size_t bad = firstDiff(got.data(), want.data(), n);
 	if (bad != n)
-		FAIL() << "BUG: npurtMemcpyAsync from NPU 0 memory on an NPU 1 stream after "
+		FAIL() << "BUG: npurtMemcpyPeerAsync from NPU 0 memory on an NPU 1 stream after "
 		          "npurtStreamWaitEvent copied before the event's work was done "
 		          "(first wrong byte "
 		       << bad

@@ -34,6 +34,7 @@ const npurtError_t kAllErrors[] = {
         npurtErrorHostMemoryNotRegistered,
         npurtErrorPeerAccessUnsupported,
         npurtErrorPeerAccessNotEnabled,
+        npurtErrorPeerAccessAlreadyEnabled,
         npurtErrorUnknown,
 };
 
@@ -41,11 +42,12 @@ const npurtError_t kAllErrors[] = {
 // renumbered): every one of them has a name (17 and 18 once had none).
 TEST(Errors, CodesAreContiguousAndAllNamed)
 {
-	for (int c = npurtSuccess; c <= npurtErrorPeerAccessNotEnabled; c++)
+	for (int c = npurtSuccess; c <= npurtErrorPeerAccessAlreadyEnabled; c++)
 		EXPECT_STRNE(npurtGetErrorName(static_cast<npurtError_t>(c)),
 		             "npurtErrorUnrecognized")
 		        << c;
-	EXPECT_EQ(std::size(kAllErrors), static_cast<size_t>(npurtErrorPeerAccessNotEnabled) + 2);
+	EXPECT_EQ(std::size(kAllErrors),
+	          static_cast<size_t>(npurtErrorPeerAccessAlreadyEnabled) + 2);
 }
 
 TEST(Errors, EveryCodeHasADistinctNameAndString)

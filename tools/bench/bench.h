@@ -132,6 +132,7 @@ void benchLatency(const Options &o);
 void benchAlloc(const Options &o);
 void benchOverlap(const Options &o);
 void benchOps(const Options &o);
+void benchPeer(const Options &o);
 
 // Output.
 void printTable();

@@ -8,7 +8,8 @@
 // Sections: copy (bandwidth against guest memcpy), launch (async tiny ops
 // against the null ioctl), latency (idle launch to completion, events,
 // synchronize), alloc (caching pool, fragmentation), overlap (copy and
-// compute streams at once), ops (GEMM and add against the host CPU).
+// compute streams at once), ops (GEMM and add against the host CPU), peer
+// (copies from another NPU's memory against same-device copies).
 // Every figure is the median of --runs runs, with min and max.
 #include <unistd.h>
 
@@ -24,7 +25,7 @@ namespace {
 
 using namespace bench;
 
-const char *const kSections[] = {"copy", "launch", "latency", "alloc", "overlap", "ops"};
+const char *const kSections[] = {"copy", "launch", "latency", "alloc", "overlap", "ops", "peer"};
 
 void usage(FILE *to)
 {
@@ -32,7 +33,8 @@ void usage(FILE *to)
 	        to,
 	        "usage: npurt-bench [--only SECTION[,SECTION...]] [--runs N] [--max-size BYTES]\n"
 	        "                   [--out DIR] [--quick]\n"
-	        "  --only LIST       sections to run: copy, launch, latency, alloc, overlap, ops\n"
+	        "  --only LIST       sections to run: copy, launch, latency, alloc, overlap, ops,\n"
+	        "                    peer\n"
 	        "                    (default: all)\n"
 	        "  --runs N          runs per figure; figures are the median, min and max\n"
 	        "                    (default 5, --quick 3)\n"
@@ -249,7 +251,8 @@ int main(int argc, char **argv)
 	};
 	const Section sections[] = {{"copy", benchCopy},       {"launch", benchLaunch},
 	                            {"latency", benchLatency}, {"alloc", benchAlloc},
-	                            {"overlap", benchOverlap}, {"ops", benchOps}};
+	                            {"overlap", benchOverlap}, {"ops", benchOps},
+	                            {"peer", benchPeer}};
 	for (const auto &s : sections) {
 		if (!o.want(s.name))
 			continue;

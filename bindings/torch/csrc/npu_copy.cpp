@@ -374,9 +374,14 @@ void copyAcrossDevices(const at::Tensor &dst, const at::Tensor &src)
 	void *ev = nullptr;
 	impl->record(&ev, currentStream(sdev), sdev, c10::EventFlag::PYTORCH_DEFAULT);
 	impl->block(ev, currentStream(ddev));
-	{
+	if (d.nbytes()) {
+		// On the destination's copy engine, reading the source NPU's
+		// memory in place (libnpurt maps it: no host bounce, no wait).
 		DeviceScope scope(ddev);
-		d2d(dataPtr(d), dataPtr(s), d.nbytes(), ddev, "aten::copy_ (NPU to NPU)");
+		enqueueSite("aten::copy_ (NPU to NPU)");
+		check(npurtMemcpyPeerAsync(dataPtr(d), ddev, dataPtr(s), sdev, d.nbytes(),
+		                           streamOf(ddev)),
+		      "npurtMemcpyPeerAsync");
 	}
 	void *back = nullptr;
 	impl->record(&back, currentStream(ddev), ddev, c10::EventFlag::PYTORCH_DEFAULT);

@@ -204,6 +204,34 @@ def install_torch2():
         return get_iterator(self)
 
     dl.DataLoader._get_iterator = _get_iterator
+    if _torch_at_least(2, 5):
+        _install_pin_without_device()
+
+
+def _torch_at_least(major, minor):
+    parts = torch.__version__.split("+")[0].split(".")
+    return (int(parts[0]), int(parts[1])) >= (major, minor)
+
+
+def _install_pin_without_device():
+    """torch >= 2.5 deprecates Tensor.pin_memory(device) and pins for the
+    current accelerator (ours) without it, yet its DataLoader passes
+    pin_memory_device to every tensor, warning once per batch. For our
+    device the loader's pin step (in the pin thread, which has made the
+    loader's NPU current, or in the main thread) pins without it."""
+    from torch.utils.data._utils import pin_memory as pm
+
+    pin = pm.pin_memory
+    name = torch._C._get_privateuse1_backend_name()
+
+    @functools.wraps(pin)
+    def pin_memory(data, device=None):
+        if isinstance(device, str) and device.partition(":")[0] == name:
+            device = None
+        return pin(data, device)
+
+    # The loader and the pin thread's loop look it up in the module.
+    pm.pin_memory = pin_memory
 
 
 def _wrap_backward(fn):

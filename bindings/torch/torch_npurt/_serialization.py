@@ -60,6 +60,14 @@ def _location_index(location):
     return index
 
 
+def _untyped(t):
+    """The UntypedStorage under tensor `t` (torch 2.x's untyped_storage();
+    there, Tensor.storage() warns that TypedStorage is deprecated)."""
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()
+    return t.storage().untyped()
+
+
 def _bytes_view(storage):
     """A uint8 tensor over all of `storage` (any device)."""
     t = torch.empty(0, dtype=torch.uint8, device=storage.device)
@@ -95,9 +103,9 @@ def _tensor_deepcopy(self, memo):
         return _deepcopy_orig(self, memo)
     from . import _C
     with torch.no_grad():
-        new_storage = self.storage().__deepcopy__(memo)
+        new_storage = _untyped(self).__deepcopy__(memo)
         new = torch.empty(0, dtype=self.dtype, device=self.device)
-        _C._set_storage(new, new_storage.untyped(), self.storage_offset(), list(self.size()),
+        _C._set_storage(new, new_storage, self.storage_offset(), list(self.size()),
                         list(self.stride()))
         if self.requires_grad:
             new.requires_grad_()
@@ -114,7 +122,7 @@ def _untyped_to_npu(storage, index):
     dst = torch.empty(storage.nbytes(), dtype=torch.uint8,
                       device=torch.device("privateuseone", index))
     dst.copy_(src)
-    return dst.storage().untyped()
+    return _untyped(dst)
 
 
 def _npu_deserialize(obj, location):
@@ -133,7 +141,7 @@ def _storage_cpu(self):
     """Returns a CPU copy of this storage if it's not already on the CPU
     (1.13's storage copy_ knows no PrivateUse1: through tensors)."""
     if _is_npu_storage(self):
-        return _bytes_view(self).cpu().storage().untyped()
+        return _untyped(_bytes_view(self).cpu())
     return _cpu(self)
 
 

@@ -61,6 +61,7 @@ typedef enum npurtError {
 	npurtErrorHostMemoryNotRegistered = 18, /* not a registered pointer */
 	npurtErrorPeerAccessUnsupported = 19, /* no direct access between the NPUs */
 	npurtErrorPeerAccessNotEnabled = 20, /* peer access was not enabled */
+	npurtErrorPeerAccessAlreadyEnabled = 21, /* peer access is enabled already */
 	npurtErrorUnknown = 999
 } npurtError_t;
 
@@ -441,13 +442,23 @@ NPURT_API npurtError_t npurtStreamWaitEvent(npurtStream_t stream, npurtEvent_t e
 /* Waits for every stream of the current context. */
 NPURT_API npurtError_t npurtDeviceSynchronize(void);
 /*
- * Peer NPUs. Direct access between NPUs (an engine of one reading the
- * other's memory) is not available yet: npurtDeviceCanAccessPeer says 0,
- * npurtDeviceEnablePeerAccess fails with npurtErrorPeerAccessUnsupported,
- * as CUDA's do between GPUs without a peer link, so ported programs take
- * their staged path. npurtMemcpyPeer(Async) copy between the NPUs' memory
- * through the host (as npurtMemcpyDefault does across devices); dst must
- * be memory of dstDevice and src of srcDevice.
+ * Peer NPUs and contexts. Contexts are isolated: a copy, fill or op on a
+ * stream naming device memory of another context fails with
+ * npurtErrorInvalidValue, unless the stream's context was given access to
+ * it. npurtDeviceEnablePeerAccess(peer) gives the current context access
+ * to the memory of peer's primary context (all of it, allocated before or
+ * after), npurtCtxEnablePeerAccess to that of any other context (of any
+ * device, the same one included): the peer's memory is mapped into the
+ * context's address space at its own addresses, so the context's copy
+ * engines and compute units read and write it in stream order. Enabling
+ * twice is npurtErrorPeerAccessAlreadyEnabled, disabling what was not
+ * enabled npurtErrorPeerAccessNotEnabled; disabling waits for the
+ * context's queued work first. Access is one way, as in CUDA.
+ * npurtMemcpyPeer(Async) copy between NPUs without it (dst must be memory
+ * of dstDevice, src of srcDevice), on the stream's engine, asynchronously.
+ * Freed memory is not reused before the work queued on streams of the
+ * contexts that reach it has completed. IPC-opened memory is not shared
+ * with peers.
  */
 NPURT_API npurtError_t npurtDeviceCanAccessPeer(int *canAccess, int device, int peerDevice);
 NPURT_API npurtError_t npurtDeviceEnablePeerAccess(int peerDevice, unsigned int flags);
@@ -456,6 +467,17 @@ NPURT_API npurtError_t npurtMemcpyPeer(void *dst, int dstDevice, const void *src
                                        size_t count);
 NPURT_API npurtError_t npurtMemcpyPeerAsync(void *dst, int dstDevice, const void *src,
                                             int srcDevice, size_t count, npurtStream_t stream);
+NPURT_API npurtError_t npurtCtxEnablePeerAccess(npurtContext_t peerContext, unsigned int flags);
+NPURT_API npurtError_t npurtCtxDisablePeerAccess(npurtContext_t peerContext);
+/* CUDA's cudaDeviceP2PAttr (values as CUDA's). */
+typedef enum npurtDeviceP2PAttr {
+	npurtDevP2PAttrPerformanceRank = 1, /* 0: every pair has the same link */
+	npurtDevP2PAttrAccessSupported = 2, /* 1 */
+	npurtDevP2PAttrNativeAtomicSupported = 3, /* 0: no atomics */
+	npurtDevP2PAttrNpurtArrayAccessSupported = 4 /* 0: no arrays */
+} npurtDeviceP2PAttr;
+NPURT_API npurtError_t npurtDeviceGetP2PAttribute(int *value, npurtDeviceP2PAttr attr,
+                                                  int srcDevice, int dstDevice);
 
 /* As CUDA's cudaDeviceReset: waits for the current device's work, then
  * destroys its primary context in this process (memory, streams, events'

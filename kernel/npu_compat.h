@@ -67,10 +67,10 @@
  */
 #if defined(NPU_HAVE_DRM_ACCEL)
 #define NPU_DRIVER_NODE			DRIVER_COMPUTE_ACCEL
-#define NPU_DEFINE_FOPS(name)		DEFINE_DRM_ACCEL_FOPS(name)
+#define NPU_FOPS			DRM_ACCEL_FOPS
 #else
 #define NPU_DRIVER_NODE			DRIVER_RENDER
-#define NPU_DEFINE_FOPS(name)		DEFINE_DRM_GEM_FOPS(name)
+#define NPU_FOPS			DRM_GEM_FOPS
 #endif
 
 /*
@@ -93,8 +93,10 @@
 
 /*
  * drm_sched_init() with a struct of arguments (6.15, and 6.1 and 6.12
- * stable) or with them listed (a submit workqueue and run-queue count from
- * 6.8). A NULL submit workqueue makes the scheduler allocate its own.
+ * stable), or with them listed: with a submit workqueue and a run-queue
+ * count (6.8 to 6.14; a NULL workqueue makes the scheduler allocate its
+ * own), or as 6.1 was released (the hardware submission limit, a timeout
+ * workqueue and a score).
  */
 static inline int npu_sched_init(struct drm_gpu_scheduler *sched,
 				 const struct drm_sched_backend_ops *ops,
@@ -115,9 +117,12 @@ static inline int npu_sched_init(struct drm_gpu_scheduler *sched,
 	};
 
 	return drm_sched_init(sched, &args);
-#else
+#elif defined(NPU_HAVE_DRM_SCHED_INIT_SUBMIT_WQ)
 	return drm_sched_init(sched, ops, NULL, DRM_SCHED_PRIORITY_COUNT,
 			      credit_limit, 0, timeout, NULL, NULL, name, dev);
+#else
+	return drm_sched_init(sched, ops, credit_limit, 0, timeout, NULL, NULL,
+			      name, dev);
 #endif
 }
 

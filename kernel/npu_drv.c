@@ -25,6 +25,7 @@
 #include "npu_queue.h"
 
 struct npu_live_objects npu_live;
+static atomic64_t npu_client_ids = ATOMIC64_INIT(0);
 
 static int npu_open(struct drm_device *drm, struct drm_file *file)
 {
@@ -37,6 +38,7 @@ static int npu_open(struct drm_device *drm, struct drm_file *file)
 
 	nfile->ndev = ndev;
 	nfile->file = file;
+	nfile->client_id = atomic64_inc_return(&npu_client_ids);
 	nfile->vm = npu_vm_create(ndev);
 	if (!nfile->vm) {
 		kfree(nfile);
@@ -108,7 +110,11 @@ static const struct drm_ioctl_desc npu_ioctls[] = {
 			  DRM_RENDER_ALLOW),
 };
 
-NPU_DEFINE_FOPS(npu_fops);
+static const struct file_operations npu_fops = {
+	.owner = THIS_MODULE,
+	NPU_FOPS,
+	.show_fdinfo = npu_show_fdinfo,
+};
 
 static const struct drm_driver npu_drm_driver = {
 	.driver_features = DRIVER_GEM | NPU_DRIVER_NODE | DRIVER_SYNCOBJ |

@@ -15,6 +15,9 @@
 #include "npu_hw.h"
 #include "npu_vm.h"
 
+struct file;
+struct seq_file;
+
 #define NPU_DRIVER_NAME		"npu"
 #define NPU_DRIVER_DESC		"Neural processing unit"
 #define NPU_MAX_DEVICES		16
@@ -36,6 +39,8 @@
  * @jobs_alive: jobs submitted and not yet freed.
  * @jobs_wq: woken when @jobs_alive drops to zero.
  * @reap_wq: tears destroyed queues down (see npu_queue_destroy()).
+ * @queues_in_error: queues stopped by a fault until QUEUE_RESET or their
+ *                   end, for DRM_NPU_QUERY_DEVICE_STATS (health).
  */
 struct npu_device {
 	struct drm_device drm;
@@ -52,6 +57,7 @@ struct npu_device {
 	atomic_t jobs_alive;
 	wait_queue_head_t jobs_wq;
 	struct workqueue_struct *reap_wq;
+	atomic_t queues_in_error;
 };
 
 /**
@@ -60,6 +66,7 @@ struct npu_device {
  * @bo_bytes: bytes of the BOs behind them.
  * @device_bytes: of which device memory.
  * @pinned_bytes: of which pinned user memory (userptr).
+ * @host_bytes: of which host memory of any kind (pinned BOs and userptr).
  *
  * Updated by the GEM handle open/close callbacks, so lock-free atomics.
  */
@@ -68,6 +75,7 @@ struct npu_file_stats {
 	atomic64_t bo_bytes;
 	atomic64_t device_bytes;
 	atomic64_t pinned_bytes;
+	atomic64_t host_bytes;
 };
 
 /**
@@ -77,6 +85,7 @@ struct npu_file_stats {
  * @vm: the context's device address space.
  * @stats: resource counts, for CONTEXT_INFO and debugfs.
  * @queues: the context's queues by id (the xarray's lock guards lookups).
+ * @client_id: unique among the module's contexts, for fdinfo.
  *
  * Everything a context owns hangs off this structure and dies with the file.
  */
@@ -86,7 +95,10 @@ struct npu_file {
 	struct npu_vm *vm;
 	struct npu_file_stats stats;
 	struct xarray queues;
+	u64 client_id;
 };
+
+void npu_show_fdinfo(struct seq_file *m, struct file *f);
 
 /**
  * struct npu_live_objects - objects alive across all devices; all must be

@@ -45,6 +45,12 @@ struct npu_compute_scratch;
  * @busy_ns: time spent running jobs.
  * @jobs_done: jobs run to completion, with or without error.
  * @resets: resets after a fault or a timeout.
+ * @faults: jobs that failed with a device fault or a bad op.
+ * @timeouts: jobs that ran past the job timeout.
+ * @last_reset_ns: CLOCK_MONOTONIC time of the last reset, 0 if none.
+ *
+ * The counters are lock-free atomics: DRM_NPU_QUERY_ENGINE_STATS and
+ * debugfs read them while jobs run.
  */
 struct npu_engine {
 	struct npu_device *ndev;
@@ -67,6 +73,9 @@ struct npu_engine {
 	atomic64_t busy_ns;
 	atomic64_t jobs_done;
 	atomic64_t resets;
+	atomic64_t faults;
+	atomic64_t timeouts;
+	atomic64_t last_reset_ns;
 };
 
 /**

@@ -50,6 +50,8 @@ static int npu_bo_open(struct drm_gem_object *obj, struct drm_file *file)
 		atomic64_add(obj->size, &nfile->stats.device_bytes);
 	if (bo->kind == DRM_NPU_BO_USERPTR)
 		atomic64_add(obj->size, &nfile->stats.pinned_bytes);
+	if (bo->kind == DRM_NPU_BO_USERPTR || bo->kind == DRM_NPU_BO_HOST)
+		atomic64_add(obj->size, &nfile->stats.host_bytes);
 	return 0;
 }
 
@@ -64,6 +66,8 @@ static void npu_bo_close(struct drm_gem_object *obj, struct drm_file *file)
 		atomic64_sub(obj->size, &nfile->stats.device_bytes);
 	if (bo->kind == DRM_NPU_BO_USERPTR)
 		atomic64_sub(obj->size, &nfile->stats.pinned_bytes);
+	if (bo->kind == DRM_NPU_BO_USERPTR || bo->kind == DRM_NPU_BO_HOST)
+		atomic64_sub(obj->size, &nfile->stats.host_bytes);
 }
 
 static int npu_mem_charge(struct npu_device *ndev, u64 size)

@@ -293,6 +293,7 @@ static int npu_job_exec_locked(struct npu_job *job)
 	u64 fault_addr = 0;
 	u32 err_off = 0;
 	u32 latency;
+	u64 busy;
 	int ret;
 
 	lockdep_assert_held(&engine->exec_lock);
@@ -324,11 +325,15 @@ static int npu_job_exec_locked(struct npu_job *job)
 	    !npu_job_dependency_error(job)) {
 		/* The emulated engine resets: it keeps no state between jobs. */
 		atomic64_inc(&engine->resets);
+		atomic64_inc(ret == -ETIMEDOUT ? &engine->timeouts : &engine->faults);
+		atomic64_set(&engine->last_reset_ns, ktime_get_ns());
 		drm_dbg(&ndev->drm, "%s: job %llu failed (%d), engine reset\n",
 			engine->name, job->point, ret);
 	}
 	npu_job_retire(job, ret, fault_addr, err_off);
-	atomic64_add(ktime_get_ns() - start, &engine->busy_ns);
+	busy = ktime_get_ns() - start;
+	atomic64_add(busy, &engine->busy_ns);
+	atomic64_add(busy, &job->vm->busy_ns[engine->class]);
 	atomic64_inc(&engine->jobs_done);
 	return ret;
 }

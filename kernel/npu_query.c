@@ -4,6 +4,7 @@
  */
 
 #include <linux/kernel.h>
+#include <linux/ktime.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
 
@@ -101,6 +102,61 @@ static int npu_query_memory(struct npu_device *ndev, struct drm_npu_query *q)
 			      sizeof(info), 0);
 }
 
+static void npu_engine_stats(struct npu_engine *e, u64 now,
+			     struct drm_npu_engine_stats *st)
+{
+	st->engine_id = e->id;
+	st->queues = atomic_read(&e->queues);
+	st->busy_ns = atomic64_read(&e->busy_ns);
+	st->jobs_completed = atomic64_read(&e->jobs_done);
+	st->faults = atomic64_read(&e->faults);
+	st->timeouts = atomic64_read(&e->timeouts);
+	st->resets = atomic64_read(&e->resets);
+	st->last_reset_ns = atomic64_read(&e->last_reset_ns);
+	st->sample_ns = now;
+}
+
+static int npu_query_engine_stats(struct npu_device *ndev,
+				  struct drm_npu_query *q)
+{
+	struct drm_npu_engine_stats stats[NPU_MAX_ENGINES] = { };
+	u64 now = ktime_get_ns();
+	u32 i;
+
+	for (i = 0; i < ndev->num_engines; i++)
+		npu_engine_stats(&ndev->engines[i], now, &stats[i]);
+
+	return npu_query_copy(&ndev->drm, q, stats,
+			      ndev->num_engines * sizeof(stats[0]),
+			      sizeof(stats[0]), sizeof(stats[0]));
+}
+
+static int npu_query_device_stats(struct npu_device *ndev,
+				  struct drm_npu_query *q)
+{
+	struct drm_npu_device_stats info = {
+		.sample_ns = ktime_get_ns(),
+		.contexts = atomic_read(&ndev->file_count),
+		.queues_in_error = atomic_read(&ndev->queues_in_error),
+	};
+	u32 i;
+
+	for (i = 0; i < ndev->num_engines; i++) {
+		struct drm_npu_engine_stats st;
+
+		npu_engine_stats(&ndev->engines[i], info.sample_ns, &st);
+		info.queues += st.queues;
+		info.jobs_completed += st.jobs_completed;
+		info.faults += st.faults;
+		info.timeouts += st.timeouts;
+		info.resets += st.resets;
+		info.last_reset_ns = max(info.last_reset_ns, st.last_reset_ns);
+	}
+
+	return npu_query_copy(&ndev->drm, q, &info, sizeof(info),
+			      sizeof(info), 0);
+}
+
 int npu_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file)
 {
 	struct npu_device *ndev = to_npu_device(drm);
@@ -119,6 +175,10 @@ int npu_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file)
 		return npu_query_engines(ndev, q);
 	case DRM_NPU_QUERY_MEMORY:
 		return npu_query_memory(ndev, q);
+	case DRM_NPU_QUERY_ENGINE_STATS:
+		return npu_query_engine_stats(ndev, q);
+	case DRM_NPU_QUERY_DEVICE_STATS:
+		return npu_query_device_stats(ndev, q);
 	default:
 		drm_dbg(drm, "query: unknown query %u\n", q->query);
 		return -EINVAL;

@@ -25,6 +25,8 @@ static void npu_queue_release(struct kref *kref)
 	struct npu_queue *queue = container_of(kref, struct npu_queue, refcount);
 
 	atomic_dec(&queue->engine->queues);
+	if (queue->error)
+		atomic_dec(&queue->engine->ndev->queues_in_error);
 	drm_syncobj_put(queue->syncobj);
 	mutex_destroy(&queue->submit_lock);
 	atomic_dec(&npu_live.queues);
@@ -60,6 +62,7 @@ void npu_queue_record_error(struct npu_queue *queue, int error, u64 point,
 		queue->error_point = point;
 		queue->fault_addr = fault_addr;
 		queue->error_offset = offset;
+		atomic_inc(&queue->engine->ndev->queues_in_error);
 	}
 	spin_unlock_irqrestore(&queue->state_lock, flags);
 }
@@ -270,6 +273,8 @@ int npu_ioctl_queue_reset(struct drm_device *drm, void *data,
 		ret = -EBUSY;
 	} else {
 		spin_lock_irqsave(&queue->state_lock, flags);
+		if (queue->error)
+			atomic_dec(&queue->engine->ndev->queues_in_error);
 		queue->error = 0;
 		queue->error_point = 0;
 		queue->fault_addr = 0;

@@ -32,6 +32,9 @@ struct page;
  * @va_end: one past its last address.
  * @mapping_count: live mappings.
  * @mapped_bytes: their total size.
+ * @busy_ns: engine time of the context's jobs per engine class, for its
+ *           fdinfo (kept here, not in the file, because jobs hold the VM;
+ *           lock-free atomics).
  */
 struct npu_vm {
 	struct kref refcount;
@@ -41,6 +44,7 @@ struct npu_vm {
 	u64 va_end;
 	u64 mapping_count;
 	u64 mapped_bytes;
+	atomic64_t busy_ns[2];
 };
 
 /**

@@ -38,7 +38,7 @@
 #define THREAD_LOOPS		200
 
 static const __u32 unknown_query_ids[] = {
-	0, DRM_NPU_QUERY_MEMORY + 1, 0x100, 0x7fffffff, 0x80000000, 0xffffffff,
+	0, DRM_NPU_QUERY_DEVICE_STATS + 1, 0x100, 0x7fffffff, 0x80000000, 0xffffffff,
 };
 
 static int raw_query(int fd, struct drm_npu_query *q)

@@ -19,7 +19,7 @@ extern "C" {
 
 /* uAPI version: major changes break user space, minor ones only add. */
 #define DRM_NPU_API_VERSION_MAJOR	1
-#define DRM_NPU_API_VERSION_MINOR	1
+#define DRM_NPU_API_VERSION_MINOR	2
 #define DRM_NPU_API_VERSION \
 	((DRM_NPU_API_VERSION_MAJOR << 16) | DRM_NPU_API_VERSION_MINOR)
 
@@ -69,6 +69,10 @@ enum drm_npu_query_id {
 	DRM_NPU_QUERY_ENGINES = 2,
 	/* struct drm_npu_memory_info: device memory capacity and use */
 	DRM_NPU_QUERY_MEMORY = 3,
+	/* an array of struct drm_npu_engine_stats, one per engine (1.2) */
+	DRM_NPU_QUERY_ENGINE_STATS = 4,
+	/* struct drm_npu_device_stats: queues, faults, resets (1.2) */
+	DRM_NPU_QUERY_DEVICE_STATS = 5,
 };
 
 /**
@@ -147,6 +151,59 @@ struct drm_npu_engine_info {
 	__u32 engine_class;
 	__u32 instance;
 	__u32 pad;
+};
+
+/**
+ * struct drm_npu_engine_stats - one element of DRM_NPU_QUERY_ENGINE_STATS
+ * @engine_id: the engine (as in DRM_NPU_QUERY_ENGINES).
+ * @queues: queues of every context feeding it now.
+ * @busy_ns: time it spent running jobs since the module loaded; its
+ *           utilisation over an interval is the difference of two reads
+ *           divided by the difference of their @sample_ns.
+ * @jobs_completed: jobs it ended, with or without error.
+ * @faults: jobs that failed with a device fault or a bad op.
+ * @timeouts: jobs that ran past the job timeout.
+ * @resets: engine resets (after each fault or timeout).
+ * @last_reset_ns: CLOCK_MONOTONIC time of the last reset; 0 if none.
+ * @sample_ns: CLOCK_MONOTONIC time the counters were read.
+ */
+struct drm_npu_engine_stats {
+	__u32 engine_id;
+	__u32 queues;
+	__u64 busy_ns;
+	__u64 jobs_completed;
+	__u64 faults;
+	__u64 timeouts;
+	__u64 resets;
+	__u64 last_reset_ns;
+	__u64 sample_ns;
+};
+
+/**
+ * struct drm_npu_device_stats - answer to DRM_NPU_QUERY_DEVICE_STATS
+ * @sample_ns: CLOCK_MONOTONIC time the counters were read.
+ * @contexts: open contexts.
+ * @queues: queues of every context.
+ * @queues_in_error: of which stopped by a fault until their
+ *                   DRM_IOCTL_NPU_QUEUE_RESET or their end.
+ * @pad: zero.
+ * @jobs_completed: the engines' @jobs_completed summed.
+ * @faults: the engines' @faults summed.
+ * @timeouts: the engines' @timeouts summed.
+ * @resets: the engines' @resets summed.
+ * @last_reset_ns: the latest of the engines' @last_reset_ns.
+ */
+struct drm_npu_device_stats {
+	__u64 sample_ns;
+	__u32 contexts;
+	__u32 queues;
+	__u32 queues_in_error;
+	__u32 pad;
+	__u64 jobs_completed;
+	__u64 faults;
+	__u64 timeouts;
+	__u64 resets;
+	__u64 last_reset_ns;
 };
 
 /*

@@ -82,6 +82,12 @@ if [ "$suites" != rest ]; then
 	run example_profile_trace cmd "$bin/example_profile_trace" "$results/profile_trace.json"
 	run npu-smi cmd "$bin/npu-smi"
 	run npu-smi-json cmd "$bin/npu-smi" --json
+	run npu-smi-query cmd "$bin/npu-smi" -q -i 0
+	run npu-smi-dmon cmd "$bin/npu-smi" dmon -d 0.2 -c 2
+	"$bin/npu-smi" -l 0 > "$results/npu-smi-bad.out" 2>&1
+	rc=$?
+	check npu-smi-bad-usage "$([ "$rc" = 2 ] && echo 1 || echo 0)" \
+		"npu-smi -l 0 exits $rc (want 2): $(cat "$results/npu-smi-bad.out")"
 	# The node kind follows the kernel: accel nodes where it has
 	# drivers/accel (6.12), render nodes before (6.1).
 	if [ -d /sys/class/accel ]; then kind=/dev/accel/accel; else kind=/dev/dri/renderD; fi

@@ -1,119 +1,317 @@
-// npu-smi: status of the NPUs, like nvidia-smi.
+// npu-smi: status of the NPUs and the processes using them, like nvidia-smi.
 //
-//   npu-smi            a table of every NPU and the processes using them
-//   npu-smi -i N       only device N
-//   npu-smi --json     the same as JSON, for scripts
+//   npu-smi [-i N] [-q] [--json] [-l SECONDS]
+//   npu-smi dmon [-i N] [-d SECONDS] [-c COUNT]
 //
-// Per-process figures come from the driver's debugfs (root only); without
-// it the process table says so.
+// Devices come from libnpurt (their nodes and properties); the counters
+// from the driver's own queries on each node (DRM_NPU_QUERY_MEMORY,
+// _ENGINE_STATS, _DEVICE_STATS: no root needed); processes from the DRM
+// usage statistics in /proc/PID/fdinfo (other users' only for root).
+// Utilisation is engine busy time over an interval: the refresh interval,
+// or 200 ms for one report.
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <sstream>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "npu_drm.h"
 #include "npurt/npurt.h"
 
 namespace {
 
+// How long after an engine reset the device reads "reset" instead of OK.
+constexpr uint64_t kRecentResetNs = 60ull * 1000000000;
+
 struct Process {
 	long pid = 0;
 	std::string name;
-	unsigned long long bos = 0, deviceBytes = 0, pinnedBytes = 0, mappings = 0;
+	uint64_t deviceBytes = 0, hostBytes = 0, queues = 0, contexts = 0;
+	uint64_t busyNs[2] = {};
+};
+
+// One read of a device's counters.
+struct Sample {
+	drm_npu_memory_info mem{};
+	drm_npu_device_stats dev{};
+	std::vector<drm_npu_engine_info> engines;
+	std::vector<drm_npu_engine_stats> stats;
 };
 
 struct Npu {
 	int ordinal = 0;
 	npurtDeviceProp prop{};
-	size_t freeBytes = 0, totalBytes = 0;
-	bool clientsKnown = false;
+	int fd = -1;
+	Sample prev, cur;
+	bool havePrev = false;
 	std::vector<Process> processes;
 };
 
+struct Options {
+	int only = -1;
+	bool json = false, full = false, dmon = false;
+	double interval = 0;  // -l / -d seconds; 0: one report
+	long count = -1;  // dmon -c
+};
+
+volatile std::sig_atomic_t gStop = 0;
+
 void usage(FILE *f)
 {
-	std::fprintf(f, "usage: npu-smi [-i DEVICE] [--json]\n");
+	std::fprintf(f, "usage: npu-smi [-i DEVICE] [-q] [--json] [-l SECONDS]\n"
+	                "       npu-smi dmon [-i DEVICE] [-d SECONDS] [-c COUNT]\n");
 }
 
-std::string mib(unsigned long long bytes)
+std::string mib(uint64_t bytes)
 {
 	return std::to_string(bytes >> 20) + " MiB";
 }
 
-// Field "key N" from a debugfs client line.
-unsigned long long field(const std::string &line, const std::string &key)
+// JSON string contents (names come from /proc and the driver).
+std::string jsonEscape(const std::string &s)
 {
-	size_t at = line.find(" " + key + " ");
-	return at == std::string::npos
-	               ? 0
-	               : std::strtoull(line.c_str() + at + key.size() + 2, nullptr, 10);
+	std::string out;
+	for (char c : s) {
+		if (c == '"' || c == '\\')
+			out += '\\';
+		if (static_cast<unsigned char>(c) >= 0x20)
+			out += c;
+	}
+	return out;
 }
 
-// Reads npu_clients in the driver's debugfs folder: one line per
-// context ("context pid P (comm): bos ... device ... pinned ... mappings ..."),
-// summed per process.
-bool readClients(const npurtDeviceProp &p, std::vector<Process> *out)
+int query(int fd, uint32_t id, void *data, uint32_t size, uint32_t *full = nullptr)
 {
-	if (!p.debugfsPath[0])
-		return false;
-	std::ifstream f(std::string(p.debugfsPath) + "/npu_clients");
-	if (!f)
-		return false;
-	std::map<long, Process> byPid;
-	std::string line;
-	while (std::getline(f, line)) {
-		if (line.rfind("context pid ", 0) != 0)
+	drm_npu_query q{};
+	q.query = id;
+	q.data_ptr = reinterpret_cast<uintptr_t>(data);
+	q.size = size;
+	if (ioctl(fd, DRM_IOCTL_NPU_QUERY, &q))
+		return -errno;
+	if (full)
+		*full = q.size;
+	return 0;
+}
+
+// The counters of the device behind fd, or -errno.
+int readSample(int fd, Sample *s)
+{
+	uint32_t size = 0;
+	if (int ret = query(fd, DRM_NPU_QUERY_MEMORY, &s->mem, sizeof(s->mem)))
+		return ret;
+	if (int ret = query(fd, DRM_NPU_QUERY_DEVICE_STATS, &s->dev, sizeof(s->dev)))
+		return ret;
+	if (int ret = query(fd, DRM_NPU_QUERY_ENGINES, nullptr, 0, &size))
+		return ret;
+	s->engines.resize(size / sizeof(drm_npu_engine_info));
+	s->stats.resize(s->engines.size());
+	if (s->engines.empty())
+		return 0;
+	if (int ret = query(fd, DRM_NPU_QUERY_ENGINES, s->engines.data(), size))
+		return ret;
+	return query(fd, DRM_NPU_QUERY_ENGINE_STATS, s->stats.data(),
+	             static_cast<uint32_t>(s->stats.size() * sizeof(drm_npu_engine_stats)));
+}
+
+// Busy percentage of engine i between the two samples.
+double engineUtil(const Npu &n, size_t i)
+{
+	if (!n.havePrev || i >= n.prev.stats.size())
+		return 0;
+	const auto &a = n.prev.stats[i], &b = n.cur.stats[i];
+	double dt = static_cast<double>(b.sample_ns - a.sample_ns);
+	return dt > 0 ? std::min(100.0, 100.0 * static_cast<double>(b.busy_ns - a.busy_ns) / dt)
+	              : 0;
+}
+
+// Mean busy percentage of the engines of one class.
+double classUtil(const Npu &n, uint32_t cls)
+{
+	double sum = 0;
+	int engines = 0;
+	for (size_t i = 0; i < n.cur.engines.size(); i++) {
+		if (n.cur.engines[i].engine_class != cls)
 			continue;
-		Process pr;
-		pr.pid = std::strtol(line.c_str() + 12, nullptr, 10);
-		size_t open = line.find('('), close = line.find("):");
-		if (open != std::string::npos && close != std::string::npos)
-			pr.name = line.substr(open + 1, close - open - 1);
-		Process &acc = byPid[pr.pid];
-		acc.pid = pr.pid;
-		acc.name = pr.name;
-		acc.bos += field(line, "bos");
-		acc.deviceBytes += field(line, "device");
-		acc.pinnedBytes += field(line, "pinned");
-		acc.mappings += field(line, "mappings");
+		sum += engineUtil(n, i);
+		engines++;
 	}
-	for (auto &[pid, pr] : byPid)
-		if (pr.bos || pr.mappings)
-			out->push_back(pr);
-	return true;
+	return engines ? sum / engines : 0;
+}
+
+std::string health(const Npu &n)
+{
+	const auto &d = n.cur.dev;
+	if (d.queues_in_error)
+		return "queue error (" + std::to_string(d.queues_in_error) + ")";
+	if (d.last_reset_ns && d.sample_ns - d.last_reset_ns < kRecentResetNs)
+		return "reset " + std::to_string((d.sample_ns - d.last_reset_ns) / 1000000000) +
+		       " s ago";
+	return "OK";
+}
+
+// Processes using each device, from /proc/*/fdinfo: one entry per process
+// and device, each DRM file (client id) counted once however many
+// descriptors share it.
+void readProcesses(std::vector<Npu> &npus)
+{
+	std::map<std::pair<int, long>, Process> by;  // (device index, pid)
+	std::set<std::pair<long, long>> seen;  // (pid, client id)
+	const long self = getpid();
+	DIR *proc = opendir("/proc");
+	if (!proc)
+		return;
+	while (dirent *pe = readdir(proc)) {
+		char *end = nullptr;
+		long pid = std::strtol(pe->d_name, &end, 10);
+		if (*end || pid <= 0 || pid == self)
+			continue;
+		std::string dir = std::string("/proc/") + pe->d_name + "/fdinfo";
+		DIR *fds = opendir(dir.c_str());
+		if (!fds)
+			continue;  // another user's process, or gone
+		while (dirent *fe = readdir(fds)) {
+			if (fe->d_name[0] == '.')
+				continue;
+			std::ifstream f(dir + "/" + fe->d_name);
+			std::map<std::string, uint64_t> kv;
+			bool ours = false;
+			std::string line;
+			while (std::getline(f, line)) {
+				size_t colon = line.find(':');
+				if (colon == std::string::npos)
+					continue;
+				std::string key = line.substr(0, colon);
+				const char *val = line.c_str() + colon + 1;
+				while (*val == '\t' || *val == ' ')
+					val++;
+				if (key == "drm-driver")
+					ours = !std::strcmp(val, "npu");
+				else
+					kv[key] = std::strtoull(val, nullptr, 10);
+			}
+			if (!ours || !kv.count("npu-device") ||
+			    !seen.insert({pid, kv["drm-client-id"]}).second)
+				continue;
+			Process &p = by[{static_cast<int>(kv["npu-device"]), pid}];
+			p.pid = pid;
+			p.deviceBytes += kv["drm-total-device"] << 10;
+			p.hostBytes += kv["drm-total-host"] << 10;
+			p.queues += kv["npu-queues"];
+			p.busyNs[0] += kv["drm-engine-copy"];
+			p.busyNs[1] += kv["drm-engine-compute"];
+			p.contexts++;
+		}
+		closedir(fds);
+	}
+	closedir(proc);
+	for (auto &n : npus)
+		n.processes.clear();
+	for (auto &[key, p] : by) {
+		std::ifstream comm("/proc/" + std::to_string(p.pid) + "/comm");
+		std::getline(comm, p.name);
+		for (auto &n : npus)
+			if (n.prop.deviceIndex == key.first)
+				n.processes.push_back(p);
+	}
 }
 
 void printTable(const std::vector<Npu> &npus, int driverVersion)
 {
 	std::printf("npu-smi  runtime %d.%d  driver uAPI %d.%d\n", NPURT_VERSION_MAJOR,
 	            NPURT_VERSION_MINOR, driverVersion / 1000, driverVersion % 1000 / 10);
-	std::printf("%-4s %-10s %-20s %21s %6s %8s %11s %s\n", "NPU", "Name", "Node",
-	            "Memory used / total", "Copy", "Compute", "Clock", "Flags");
+	std::printf("%-4s %-10s %-20s %21s %6s %8s %10s %7s %7s %s\n", "NPU", "Name", "Node",
+	            "Memory used / total", "Copy%", "Compute%", "Jobs", "Faults", "Resets",
+	            "Health");
+	for (const auto &n : npus) {
+		const auto &d = n.cur.dev;
+		std::string mem = mib(n.cur.mem.used) + " / " + mib(n.cur.mem.capacity);
+		std::printf("%-4d %-10s %-20s %21s %5.0f%% %7.0f%% %10llu %7llu %7llu %s\n",
+		            n.ordinal, n.prop.name, n.prop.devicePath, mem.c_str(),
+		            classUtil(n, DRM_NPU_ENGINE_COPY), classUtil(n, DRM_NPU_ENGINE_COMPUTE),
+		            static_cast<unsigned long long>(d.jobs_completed),
+		            static_cast<unsigned long long>(d.faults + d.timeouts),
+		            static_cast<unsigned long long>(d.resets), health(n).c_str());
+	}
+	std::printf("\nProcesses%s:\n%-4s %8s %-16s %14s %14s %7s\n",
+	            geteuid() ? " (of this user; root sees all)" : "", "NPU", "PID", "Name",
+	            "Device memory", "Pinned host", "Queues");
+	bool any = false;
+	for (const auto &n : npus)
+		for (const auto &p : n.processes) {
+			std::printf("%-4d %8ld %-16s %14s %14s %7llu\n", n.ordinal, p.pid,
+			            p.name.c_str(), mib(p.deviceBytes).c_str(),
+			            mib(p.hostBytes).c_str(),
+			            static_cast<unsigned long long>(p.queues));
+			any = true;
+		}
+	if (!any)
+		std::printf("(none)\n");
+}
+
+void printFull(const std::vector<Npu> &npus, int driverVersion)
+{
 	for (const auto &n : npus) {
 		const auto &p = n.prop;
-		std::string mem = mib(n.totalBytes - n.freeBytes) + " / " + mib(n.totalBytes);
-		std::printf("%-4d %-10s %-20s %21s %6d %8d %7llu MHz %s\n", n.ordinal, p.name,
-		            p.devicePath, mem.c_str(), p.copyEngineCount, p.computeEngineCount,
-		            static_cast<unsigned long long>(p.clockRateHz / 1000000),
-		            p.emulated ? "emulated" : "-");
-	}
-	std::printf("\nProcesses:\n%-4s %8s %-16s %14s %14s %6s %9s\n", "NPU", "PID", "Name",
-	            "Device memory", "Pinned host", "BOs", "Mappings");
-	for (const auto &n : npus) {
-		if (!n.clientsKnown) {
-			std::printf("%-4d (per-process use needs read access to debugfs: run as "
-			            "root)\n",
-			            n.ordinal);
-			continue;
+		const auto &d = n.cur.dev;
+		std::printf("NPU %d\n", n.ordinal);
+		std::printf("    Name                    : %s%s\n", p.name,
+		            p.emulated ? " (emulated)" : "");
+		std::printf("    Node                    : %s\n", p.devicePath);
+		std::printf("    Driver index            : %d\n", p.deviceIndex);
+		std::printf("    Driver uAPI             : %d.%d\n", driverVersion / 1000,
+		            driverVersion % 1000 / 10);
+		std::printf("    Runtime                 : %d.%d\n", NPURT_VERSION_MAJOR,
+		            NPURT_VERSION_MINOR);
+		std::printf("    Memory total / used     : %s / %s (%llu objects)\n",
+		            mib(n.cur.mem.capacity).c_str(), mib(n.cur.mem.used).c_str(),
+		            static_cast<unsigned long long>(n.cur.mem.bo_count));
+		std::printf("    Contexts / queues       : %u / %u (%u in error)\n", d.contexts,
+		            d.queues, d.queues_in_error);
+		std::printf("    Jobs completed          : %llu\n",
+		            static_cast<unsigned long long>(d.jobs_completed));
+		std::printf("    Faults / timeouts       : %llu / %llu\n",
+		            static_cast<unsigned long long>(d.faults),
+		            static_cast<unsigned long long>(d.timeouts));
+		std::printf("    Resets                  : %llu\n",
+		            static_cast<unsigned long long>(d.resets));
+		std::printf("    Health                  : %s\n", health(n).c_str());
+		for (size_t i = 0; i < n.cur.engines.size(); i++) {
+			const auto &e = n.cur.engines[i];
+			const auto &s = n.cur.stats[i];
+			std::printf(
+			        "    Engine %-2u %-7s %u   : %5.1f%% busy, %llu jobs, %llu faults, "
+			        "%llu timeouts, %llu resets, %u queues\n",
+			        e.engine_id,
+			        e.engine_class == DRM_NPU_ENGINE_COPY ? "copy" : "compute",
+			        e.instance, engineUtil(n, i),
+			        static_cast<unsigned long long>(s.jobs_completed),
+			        static_cast<unsigned long long>(s.faults),
+			        static_cast<unsigned long long>(s.timeouts),
+			        static_cast<unsigned long long>(s.resets), s.queues);
 		}
 		for (const auto &pr : n.processes)
-			std::printf("%-4d %8ld %-16s %14s %14s %6llu %9llu\n", n.ordinal, pr.pid,
-			            pr.name.c_str(), mib(pr.deviceBytes).c_str(),
-			            mib(pr.pinnedBytes).c_str(), pr.bos, pr.mappings);
+			std::printf(
+			        "    Process %-8ld %-16s: %s device, %s pinned host, %llu queues, "
+			        "%llu contexts\n",
+			        pr.pid, pr.name.c_str(), mib(pr.deviceBytes).c_str(),
+			        mib(pr.hostBytes).c_str(),
+			        static_cast<unsigned long long>(pr.queues),
+			        static_cast<unsigned long long>(pr.contexts));
+		std::printf("\n");
 	}
 }
 
@@ -124,32 +322,151 @@ void printJson(const std::vector<Npu> &npus, int driverVersion)
 	const char *sep = "";
 	for (const auto &n : npus) {
 		const auto &p = n.prop;
+		const auto &d = n.cur.dev;
 		std::printf("%s\n  {\"ordinal\": %d, \"index\": %d, \"name\": \"%s\", "
-		            "\"node\": \"%s\", \"memory_total\": %zu, \"memory_used\": %zu, "
-		            "\"copy_engines\": %d, \"compute_engines\": %d, \"clock_hz\": %llu, "
-		            "\"emulated\": %s, \"processes\": ",
-		            sep, n.ordinal, p.deviceIndex, p.name, p.devicePath, n.totalBytes,
-		            n.totalBytes - n.freeBytes, p.copyEngineCount, p.computeEngineCount,
-		            static_cast<unsigned long long>(p.clockRateHz),
-		            p.emulated ? "true" : "false");
-		if (!n.clientsKnown) {
-			std::printf("null}");
-		} else {
-			std::printf("[");
-			const char *psep = "";
-			for (const auto &pr : n.processes) {
-				std::printf("%s{\"pid\": %ld, \"name\": \"%s\", "
-				            "\"device_memory\": %llu, \"pinned_host\": %llu, "
-				            "\"bos\": %llu, \"mappings\": %llu}",
-				            psep, pr.pid, pr.name.c_str(), pr.deviceBytes,
-				            pr.pinnedBytes, pr.bos, pr.mappings);
-				psep = ", ";
-			}
-			std::printf("]}");
+		            "\"node\": \"%s\", \"emulated\": %s, \"memory_total\": %llu, "
+		            "\"memory_used\": %llu, \"copy_engines\": %d, \"compute_engines\": %d, "
+		            "\"clock_hz\": %llu, \"copy_util\": %.1f, \"compute_util\": %.1f, "
+		            "\"jobs_completed\": %llu, \"faults\": %llu, \"timeouts\": %llu, "
+		            "\"resets\": %llu, \"contexts\": %u, \"queues\": %u, "
+		            "\"queues_in_error\": %u, \"health\": \"%s\", \"engines\": [",
+		            sep, n.ordinal, p.deviceIndex, jsonEscape(p.name).c_str(),
+		            jsonEscape(p.devicePath).c_str(), p.emulated ? "true" : "false",
+		            static_cast<unsigned long long>(n.cur.mem.capacity),
+		            static_cast<unsigned long long>(n.cur.mem.used), p.copyEngineCount,
+		            p.computeEngineCount, static_cast<unsigned long long>(p.clockRateHz),
+		            classUtil(n, DRM_NPU_ENGINE_COPY), classUtil(n, DRM_NPU_ENGINE_COMPUTE),
+		            static_cast<unsigned long long>(d.jobs_completed),
+		            static_cast<unsigned long long>(d.faults),
+		            static_cast<unsigned long long>(d.timeouts),
+		            static_cast<unsigned long long>(d.resets), d.contexts, d.queues,
+		            d.queues_in_error, health(n).c_str());
+		for (size_t i = 0; i < n.cur.engines.size(); i++) {
+			const auto &s = n.cur.stats[i];
+			std::printf("%s{\"id\": %u, \"class\": \"%s\", \"util\": %.1f, "
+			            "\"busy_ns\": %llu, \"jobs\": %llu, \"faults\": %llu, "
+			            "\"timeouts\": %llu, \"resets\": %llu, \"queues\": %u}",
+			            i ? ", " : "", s.engine_id,
+			            n.cur.engines[i].engine_class == DRM_NPU_ENGINE_COPY
+			                    ? "copy"
+			                    : "compute",
+			            engineUtil(n, i), static_cast<unsigned long long>(s.busy_ns),
+			            static_cast<unsigned long long>(s.jobs_completed),
+			            static_cast<unsigned long long>(s.faults),
+			            static_cast<unsigned long long>(s.timeouts),
+			            static_cast<unsigned long long>(s.resets), s.queues);
 		}
+		std::printf("], \"processes\": [");
+		const char *psep = "";
+		for (const auto &pr : n.processes) {
+			std::printf("%s{\"pid\": %ld, \"name\": \"%s\", \"device_memory\": %llu, "
+			            "\"pinned_host\": %llu, \"queues\": %llu, \"contexts\": %llu, "
+			            "\"copy_busy_ns\": %llu, \"compute_busy_ns\": %llu}",
+			            psep, pr.pid, jsonEscape(pr.name).c_str(),
+			            static_cast<unsigned long long>(pr.deviceBytes),
+			            static_cast<unsigned long long>(pr.hostBytes),
+			            static_cast<unsigned long long>(pr.queues),
+			            static_cast<unsigned long long>(pr.contexts),
+			            static_cast<unsigned long long>(pr.busyNs[0]),
+			            static_cast<unsigned long long>(pr.busyNs[1]));
+			psep = ", ";
+		}
+		std::printf("]}");
 		sep = ",";
 	}
 	std::printf("\n]}\n");
+}
+
+void printDmonHeader()
+{
+	std::printf("# %-4s %10s %6s %8s %9s %7s %7s  %s\n", "npu", "mem(MiB)", "copy%", "compute%",
+	            "jobs/s", "faults", "resets", "health");
+}
+
+void printDmon(const std::vector<Npu> &npus)
+{
+	for (const auto &n : npus) {
+		const auto &a = n.prev.dev, &b = n.cur.dev;
+		double dt = static_cast<double>(b.sample_ns - a.sample_ns) / 1e9;
+		double jobs =
+		        dt > 0 ? static_cast<double>(b.jobs_completed - a.jobs_completed) / dt : 0;
+		std::printf("  %-4d %10llu %6.0f %8.0f %9.1f %7llu %7llu  %s\n", n.ordinal,
+		            static_cast<unsigned long long>(n.cur.mem.used >> 20),
+		            classUtil(n, DRM_NPU_ENGINE_COPY), classUtil(n, DRM_NPU_ENGINE_COMPUTE),
+		            jobs,
+		            static_cast<unsigned long long>(b.faults + b.timeouts - a.faults -
+		                                            a.timeouts),
+		            static_cast<unsigned long long>(b.resets - a.resets),
+		            health(n).c_str());
+	}
+	std::fflush(stdout);
+}
+
+bool parseSeconds(const char *s, double *out)
+{
+	char *end = nullptr;
+	double v = std::strtod(s, &end);
+	if (*end || !(v > 0) || v > 86400)
+		return false;
+	*out = v;
+	return true;
+}
+
+// Returns 0 and fills o, or the exit status for bad usage (2) or help (0
+// with help set).
+int parseArgs(int argc, char **argv, Options *o, bool *help)
+{
+	int i = 1;
+	if (i < argc && !std::strcmp(argv[i], "dmon")) {
+		o->dmon = true;
+		o->interval = 1;
+		i++;
+	}
+	for (; i < argc; i++) {
+		const char *a = argv[i];
+		const bool hasValue = i + 1 < argc;
+		if (!std::strcmp(a, "-h") || !std::strcmp(a, "--help")) {
+			*help = true;
+			return 0;
+		} else if (!std::strcmp(a, "--json") && !o->dmon) {
+			o->json = true;
+		} else if (!std::strcmp(a, "-q") && !o->dmon) {
+			o->full = true;
+		} else if (!std::strcmp(a, "-i") && hasValue) {
+			char *end = nullptr;
+			long v = std::strtol(argv[++i], &end, 10);
+			if (*end || v < 0 || v > 1000) {
+				std::fprintf(stderr,
+				             "npu-smi: -i takes a device number, not '%s'\n",
+				             argv[i]);
+				return 2;
+			}
+			o->only = static_cast<int>(v);
+		} else if ((!std::strcmp(a, "-l") && !o->dmon) ||
+		           (!std::strcmp(a, "-d") && o->dmon)) {
+			if (!hasValue || !parseSeconds(argv[++i], &o->interval)) {
+				std::fprintf(stderr, "npu-smi: %s takes seconds (0 < s <= 86400)\n",
+				             a);
+				return 2;
+			}
+		} else if (!std::strcmp(a, "-c") && o->dmon && hasValue) {
+			char *end = nullptr;
+			o->count = std::strtol(argv[++i], &end, 10);
+			if (*end || o->count <= 0) {
+				std::fprintf(stderr, "npu-smi: -c takes a positive count\n");
+				return 2;
+			}
+		} else {
+			std::fprintf(stderr, "npu-smi: unknown argument '%s'\n", a);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (o->json && o->full) {
+		std::fprintf(stderr, "npu-smi: -q and --json do not combine\n");
+		return 2;
+	}
+	return 0;
 }
 
 int fail(const char *what, int device, npurtError_t err)
@@ -161,37 +478,53 @@ int fail(const char *what, int device, npurtError_t err)
 	return 1;
 }
 
+// Samples every device (the current sample becomes the previous one).
+int sampleAll(std::vector<Npu> &npus)
+{
+	for (auto &n : npus) {
+		n.prev = std::move(n.cur);
+		n.havePrev = !n.prev.stats.empty();
+		n.cur = Sample{};
+		if (int ret = readSample(n.fd, &n.cur)) {
+			std::fprintf(stderr, "npu-smi: reading the counters of NPU %d (%s): %s%s\n",
+			             n.ordinal, n.prop.devicePath, std::strerror(-ret),
+			             ret == -EINVAL ? " (the driver predates uAPI 1.2?)" : "");
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void sleepFor(double seconds)
+{
+	auto until = std::chrono::steady_clock::now() +
+	             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+	                     std::chrono::duration<double>(seconds));
+	while (!gStop && std::chrono::steady_clock::now() < until)
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
 }  // namespace
 
 int main(int argc, char **argv)
 {
-	int only = -1;
-	bool json = false;
-	for (int i = 1; i < argc; i++) {
-		if (!std::strcmp(argv[i], "--json")) {
-			json = true;
-		} else if (!std::strcmp(argv[i], "-i") && i + 1 < argc) {
-			char *end = nullptr;
-			only = static_cast<int>(std::strtol(argv[++i], &end, 10));
-			if (*end || only < 0) {
-				std::fprintf(stderr, "npu-smi: -i takes a device number\n");
-				return 2;
-			}
-		} else if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help")) {
-			usage(stdout);
-			return 0;
-		} else {
-			usage(stderr);
-			return 2;
-		}
+	Options o;
+	bool help = false;
+	if (int rc = parseArgs(argc, argv, &o, &help))
+		return rc;
+	if (help) {
+		usage(stdout);
+		return 0;
 	}
+	std::signal(SIGINT, [](int) { gStop = 1; });
+	std::signal(SIGTERM, [](int) { gStop = 1; });
 
 	int count = 0;
 	npurtError_t err = npurtGetDeviceCount(&count);
 	if (err != npurtSuccess)
 		return fail("no devices", -1, err);
-	if (only >= count) {
-		std::fprintf(stderr, "npu-smi: no device %d (%d present)\n", only, count);
+	if (o.only >= count) {
+		std::fprintf(stderr, "npu-smi: no device %d (%d present)\n", o.only, count);
 		return 1;
 	}
 	int driverVersion = 0;
@@ -199,21 +532,47 @@ int main(int argc, char **argv)
 
 	std::vector<Npu> npus;
 	for (int d = 0; d < count; d++) {
-		if (only >= 0 && d != only)
+		if (o.only >= 0 && d != o.only)
 			continue;
 		Npu n;
 		n.ordinal = d;
 		if ((err = npurtGetDeviceProperties(&n.prop, d)))
 			return fail("properties", d, err);
-		if ((err = npurtSetDevice(d)) ||
-		    (err = npurtMemGetInfo(&n.freeBytes, &n.totalBytes)))
-			return fail("memory", d, err);
-		n.clientsKnown = readClients(n.prop, &n.processes);
+		n.fd = open(n.prop.devicePath, O_RDWR | O_CLOEXEC);
+		if (n.fd < 0) {
+			std::fprintf(stderr, "npu-smi: open %s: %s\n", n.prop.devicePath,
+			             std::strerror(errno));
+			return 1;
+		}
 		npus.push_back(std::move(n));
 	}
-	if (json)
-		printJson(npus, driverVersion);
-	else
-		printTable(npus, driverVersion);
+	if (int rc = sampleAll(npus))
+		return rc;
+	if (o.dmon)
+		printDmonHeader();
+	for (long round = 0; !gStop; round++) {
+		// One report: utilisation over a short first interval.
+		sleepFor(o.interval > 0 ? o.interval : 0.2);
+		if (gStop)
+			break;
+		if (int rc = sampleAll(npus))
+			return rc;
+		readProcesses(npus);
+		if (o.dmon)
+			printDmon(npus);
+		else if (o.json)
+			printJson(npus, driverVersion);
+		else if (o.full)
+			printFull(npus, driverVersion);
+		else
+			printTable(npus, driverVersion);
+		if (o.interval <= 0 || (o.dmon && o.count > 0 && round + 1 >= o.count))
+			break;
+		if (!o.dmon)
+			std::printf("\n");
+		std::fflush(stdout);
+	}
+	for (auto &n : npus)
+		close(n.fd);
 	return 0;
 }

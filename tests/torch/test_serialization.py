@@ -71,7 +71,8 @@ def test_deepcopy(dev):
     for a, b in zip(m.state_dict().values(), m2.state_dict().values()):
         assert b.is_npu and torch.equal(a.cpu(), b.cpu())
         assert a.data_ptr() != b.data_ptr() or a.numel() == 0
-    s = x.storage()
+    # torch 2.x deprecates TypedStorage (Tensor.storage()).
+    s = x.untyped_storage() if hasattr(x, "untyped_storage") else x.storage()
     s2 = s.clone()
     assert s2.device == s.device and s2.cpu().tolist() == s.cpu().tolist()
     assert torch.randn(3).storage().untyped().npu().is_npu

@@ -25,7 +25,7 @@ CHECKPATCH := $(BUILD)/linux-src/scripts/checkpatch.pl
 KERNEL_SOURCES = $(filter-out %.mod.c %/npu_config.h,$(wildcard $(TOP)/kernel/*.c \
 	$(TOP)/kernel/*.h $(TOP)/kernel/probes/*.c))
 
-.PHONY: all deps kernel userspace kselftests test test-debug debug-kernel demo bench check check-kernel perf-probes \
+.PHONY: all deps kernel userspace kselftests test test-debug deb test-packages debug-kernel demo bench check check-kernel perf-probes \
 	check-cxx load unload install clean help
 
 all: kernel userspace kselftests
@@ -38,6 +38,8 @@ help:
 	@echo "make test        host unit tests, then all VM suites on each lane (stock 6.1, Debian 13"
 	@echo "                 with 6.12, the debug kernel); prints 'N passed, N failed'. NPU_LANES=stock: one lane"
 	@echo "make test-debug  only the debug-kernel lane (lockdep, KASAN, kmemleak, ...)"
+	@echo "make deb         build the Debian packages into build/deb (lintian-checked)"
+	@echo "make test-packages  install them in a fresh Debian 12 root, boot it, use them, purge them"
 	@echo "make debug-kernel  build (once, cached in /var/cache/npu-stack) the debug kernel"
 	@echo "make bench       boot the VM and run npurt-bench (ratios against limits measured in the same run)"
 	@echo "make check       checkpatch and sparse on the kernel, clang-format/clang-tidy on C++"
@@ -71,6 +73,15 @@ test: all
 
 test-debug: all
 	@NPU_LANES=debug NPU_DEBUG_SUITES=all $(TOP)/tests/run-tests.sh
+
+# Debian packages (packaging/debian) into build/deb, lintian-checked.
+deb: deps
+	@$(TOP)/tools/packages/build-debs $(BUILD)/deb
+
+# The packages installed in a fresh Debian 12 root, DKMS building the
+# module there, booted and used as a user of the render group, then purged.
+test-packages: all
+	@NPU_LANES=packages $(TOP)/tests/run-tests.sh
 
 debug-kernel: deps
 	@$(TOP)/tools/debug-kernel/build

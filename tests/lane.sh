@@ -21,6 +21,10 @@
 #           examples at the default parameters; =all adds the other
 #           device shapes, the wait variants and the PyTorch suite
 #           (`make test-debug` does).
+#   packages  the Debian packages (make deb) installed in a fresh Debian 12
+#           root, DKMS building the module, the root booted and the
+#           packages used as a user of the render group, then purged
+#           (tests/packages/run.sh; make test-packages).
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -82,6 +86,12 @@ debug)
 	# About 10x slower ioctls and 200x slower jobs than the stock kernel.
 	suite_env=(env NPU_SUITE_TIMEOUT="${NPU_SUITE_TIMEOUT:-2400}"
 		NPU_SUITES="${NPU_DEBUG_SUITES:-core}")
+	;;
+packages)
+	# No VM suites: tests/packages/run.sh builds the packages, installs
+	# them in a fresh Debian 12 root, boots it and purges them.
+	"$top/tests/packages/run.sh" "$results"
+	exit 0
 	;;
 *)
 	echo "lane.sh: unknown lane '$lane'" >&2

@@ -3,7 +3,7 @@
 # Safe to run repeatedly: it only calls apt when something is missing.
 set -eu
 
-PKGS="qemu-system-x86 linux-image-amd64 linux-headers-amd64 libdrm-dev
+PKGS="qemu-system-x86 debhelper dh-dkms dkms lintian dpkg-dev linux-image-amd64 linux-headers-amd64 libdrm-dev
 busybox-static cpio debootstrap linux-source-6.1 sparse xz-utils kmod pkg-config
 cmake g++ ccache libgtest-dev clang-format clang-tidy python3
 flex bison bc libelf-dev libssl-dev

@@ -216,9 +216,6 @@ npurtError_t Context::allocSegment(size_t size, uint64_t *addr)
 
 void Context::freeSegment(uint64_t addr, size_t size)
 {
-	// Peers first: none may reach the address once it can be handed out
-	// again.
-	peerSegmentRemoved(addr);
 	uint32_t handle;
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
@@ -232,6 +229,9 @@ void Context::freeSegment(uint64_t addr, size_t size)
 			close(it->second.exportFd);
 		segments_.erase(it);
 	}
+	// Off the list first, so that no new peer link maps it; then out of
+	// every peer before the address can be handed out again.
+	peerSegmentRemoved(addr);
 	unbind(addr, size);
 	closeBo(handle);
 	space_.release(addr, size);

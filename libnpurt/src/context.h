@@ -237,6 +237,7 @@ private:
 	npurtError_t linkPeer(Context &owner, bool explicitAccess, const char *api);
 	npurtError_t mapPeerSegment(PeerLink &link, Context &owner, uint64_t base, uint64_t size,
 	                            uint32_t ownerHandle, const char *api);
+	void unmapPeerSegment(PeerLink &link, uint64_t base);
 	void unmapPeer(PeerLink &link);
 	void unlinkPeer(Context &owner);
 	// Owner side: a segment made or about to go, in every accessor.

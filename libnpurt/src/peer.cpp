@@ -67,6 +67,16 @@ npurtError_t Context::mapPeerSegment(PeerLink &link, Context &owner, uint64_t ba
 	return npurtSuccess;
 }
 
+void Context::unmapPeerSegment(PeerLink &link, uint64_t base)
+{
+	auto m = link.maps.find(base);
+	if (m == link.maps.end())
+		return;
+	unbind(base, m->second.size);
+	closeBo(m->second.handle);
+	link.maps.erase(m);
+}
+
 void Context::unmapPeer(PeerLink &link)
 {
 	for (auto &[base, m] : link.maps) {
@@ -166,18 +176,17 @@ npurtError_t Context::peerSegmentAdded(uint64_t base, uint64_t size, uint32_t ha
 	std::lock_guard<std::mutex> lock(peerMutex());
 	for (size_t i = 0; i < accessors_.size(); i++) {
 		Context *a = accessors_[i];
-		npurtError_t err = a->mapPeerSegment(a->peers_.at(this), *this, base, size, handle,
+		PeerLink &link = a->peers_.at(this);
+		// A link made since the segment was listed has mapped it already.
+		if (link.maps.count(base))
+			continue;
+		npurtError_t err = a->mapPeerSegment(link, *this, base, size, handle,
 		                                     "allocating device memory");
 		if (!err)
 			continue;
 		// A segment some peer cannot reach is not handed out.
-		for (size_t j = 0; j < i; j++) {
-			PeerLink &l = accessors_[j]->peers_.at(this);
-			auto m = l.maps.find(base);
-			accessors_[j]->unbind(base, m->second.size);
-			accessors_[j]->closeBo(m->second.handle);
-			l.maps.erase(m);
-		}
+		for (size_t j = 0; j < i; j++)
+			accessors_[j]->unmapPeerSegment(accessors_[j]->peers_.at(this), base);
 		return err;
 	}
 	return npurtSuccess;
@@ -188,15 +197,8 @@ void Context::peerSegmentRemoved(uint64_t base)
 	if (!accessorCount_.load(std::memory_order_acquire))
 		return;
 	std::lock_guard<std::mutex> lock(peerMutex());
-	for (Context *a : accessors_) {
-		PeerLink &l = a->peers_.at(this);
-		auto m = l.maps.find(base);
-		if (m == l.maps.end())
-			continue;
-		a->unbind(base, m->second.size);
-		a->closeBo(m->second.handle);
-		l.maps.erase(m);
-	}
+	for (Context *a : accessors_)
+		a->unmapPeerSegment(a->peers_.at(this), base);
 }
 
 void Context::markAccessors(std::vector<uint64_t> *out)

@@ -61,7 +61,7 @@ TEST_F(Devices, PropertiesMatchModuleParameters)
 		EXPECT_TRUE(p.capabilities & npurtDeviceCapEmulated);
 		EXPECT_EQ(p.clockRateHz, 1000000000u);
 		EXPECT_LT(p.vaStart, p.vaEnd);
-		EXPECT_EQ(p.driverApiVersion, 1010);  // uAPI 1.1
+		EXPECT_EQ(p.driverApiVersion, 1020);  // uAPI 1.2
 		struct stat st;
 		EXPECT_EQ(stat(p.devicePath, &st), 0) << p.devicePath;
 		EXPECT_TRUE(S_ISCHR(st.st_mode));
@@ -112,7 +112,7 @@ TEST_F(Devices, DriverVersion)
 {
 	int v = 0;
 	ASSERT_EQ(npurtDriverGetVersion(&v), npurtSuccess);
-	EXPECT_EQ(v, 1010);
+	EXPECT_EQ(v, 1020);  // uAPI 1.2: the driver's statistics queries
 }
 
 TEST_F(Devices, InvalidOrdinalNamesTheCount)

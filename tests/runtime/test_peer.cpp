@@ -4,8 +4,10 @@
 // order; freed peer memory waits for the peers' queued work.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gate.h"
@@ -336,6 +338,66 @@ TEST_F(Peer, FreedMemoryWaitsForThePeersQueuedWork)
 	npurtFree(y);
 	ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
 	npurtFree(x2);
+}
+
+// Links made and dropped while the owner's pool makes and releases
+// segments: a segment is mapped into a new link exactly once (listed by the
+// link or added by the pool, never both), and a released one leaves every
+// link before its address is handed out again, so no allocation fails
+// and no stale mapping survives.
+TEST_F(Peer, LinksChangeWhileThePeerAllocates)
+{
+	if (count_ < 2)
+		GTEST_SKIP() << "needs two NPUs";
+	std::atomic<bool> stop{false};
+	std::atomic<int> failures{0};
+	std::string why;
+	std::thread owner([&] {
+		npurtSetDevice(1);
+		for (int i = 0; i < 60 && !stop; i++) {
+			void *p = nullptr;
+			// Above the pool's large-block rounding: a segment each.
+			if (npurtMalloc(&p, (24u + i % 8) << 20) != npurtSuccess) {
+				why = lastMessage();
+				failures++;
+				break;
+			}
+			npurtFree(p);
+			npurtMemEmptyCache();
+		}
+		stop = true;
+	});
+	int links = 0;
+	while (!stop) {
+		if (npurtDeviceEnablePeerAccess(1, 0) != npurtSuccess) {
+			why = lastMessage();
+			failures++;
+			break;
+		}
+		links++;
+		if (npurtDeviceDisablePeerAccess(1) != npurtSuccess) {
+			why = lastMessage();
+			failures++;
+			break;
+		}
+	}
+	stop = true;
+	owner.join();
+	EXPECT_EQ(failures.load(), 0) << why;
+	EXPECT_GT(links, 0);
+	// The link still works after all that: a copy from fresh peer memory.
+	const size_t n = 1 << 20;
+	ASSERT_EQ(npurtSetDevice(1), npurtSuccess);
+	const auto b_bytes = pattern(n, 5, 9);
+	void *b = alloc(b_bytes);
+	ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
+	ASSERT_EQ(npurtDeviceEnablePeerAccess(1, 0), npurtSuccess) << lastMessage();
+	void *a = nullptr;
+	ASSERT_EQ(npurtMalloc(&a, n), npurtSuccess);
+	ASSERT_EQ(npurtMemcpy(a, b, n, npurtMemcpyDeviceToDevice), npurtSuccess) << lastMessage();
+	EXPECT_EQ(read(a, n), b_bytes);
+	npurtFree(a);
+	npurtFree(b);
 }
 
 }  // namespace

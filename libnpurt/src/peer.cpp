@@ -97,22 +97,26 @@ npurtError_t Context::linkPeer(Context &owner, bool explicitAccess, const char *
 		it->second.explicitAccess = it->second.explicitAccess || explicitAccess;
 		return npurtSuccess;
 	}
+	// The link is in place before the owner's segments are listed: a
+	// segment the owner makes or releases from now on waits for the peer
+	// mutex (held here) and then finds the link, so each is mapped once
+	// (listed here, or added after) and none is released under the
+	// mapping.
+	PeerLink &link = peers_[&owner];
+	link.explicitAccess = explicitAccess;
+	owner.accessors_.push_back(this);
+	owner.accessorCount_.store(owner.accessors_.size(), std::memory_order_release);
 	std::vector<std::pair<uint64_t, Range>> segs;
 	{
 		std::lock_guard<std::mutex> lock(owner.mutex_);
 		segs.assign(owner.segments_.begin(), owner.segments_.end());
 	}
-	PeerLink link;
-	link.explicitAccess = explicitAccess;
 	for (const auto &[base, r] : segs) {
 		if (npurtError_t err = mapPeerSegment(link, owner, base, r.size, r.handle, api)) {
-			unmapPeer(link);
+			unlinkPeer(owner);
 			return err;
 		}
 	}
-	peers_.emplace(&owner, std::move(link));
-	owner.accessors_.push_back(this);
-	owner.accessorCount_.store(owner.accessors_.size(), std::memory_order_release);
 	return npurtSuccess;
 }
 
@@ -147,10 +151,14 @@ npurtError_t Context::disablePeer(Context &owner, const char *api)
 			                        who(owner) + " was not enabled");
 	}
 	// Work queued here may still use the owner's memory: it runs first,
-	// so that disabling loses nothing.
-	for (Stream *s : streams())
-		if (npurtError_t err = s->synchronize(-1, api))
-			return err;
+	// so that disabling loses nothing (each stream kept alive meanwhile).
+	npurtError_t err = npurtSuccess;
+	forEachStream([&](Stream *s) {
+		if (!err)
+			err = s->synchronize(-1, api);
+	});
+	if (err)
+		return err;
 	std::lock_guard<std::mutex> lock(peerMutex());
 	unlinkPeer(owner);
 	return npurtSuccess;

@@ -96,10 +96,10 @@ void monitorLoop()
 		for (auto &r : reports)
 			if (cb)
 				cb(r.stream, r.code, r.message.c_str(), data);
-		for (Stream *s : liveStreams()) {
+		forEachLiveStream([](Stream *s) {
 			if (s->checkFailureLocked("monitor") != npurtSuccess)
 				npurtGetLastError();
-		}
+		});
 	}
 }
 

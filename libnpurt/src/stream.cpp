@@ -14,6 +14,7 @@
 #include <ctime>
 #include <memory>
 #include <set>
+#include <shared_mutex>
 #include <unordered_map>
 
 #include "error.h"
@@ -80,6 +81,10 @@ uint64_t taskWork(const TaskInfo &t)
 }
 
 std::mutex gHandleMutex;  // guards gStreams, gEvents
+// Held shared while forEachLiveStream's caller uses the streams it listed
+// (holding no other lock); taken exclusively by a stream's destruction
+// once the stream is off gStreams, so no listed stream is freed in use.
+std::shared_mutex gStreamUse;
 std::set<const npurtStream_st *> gStreams;
 std::set<const npurtEvent_st *> gEvents;
 // Bumped when a stream is destroyed: invalidates the threads' cached
@@ -1809,6 +1814,10 @@ void destroyStreamForContext(Stream *s)
 		gStreamGeneration.fetch_add(1, std::memory_order_acq_rel);
 	}
 	s->ctx().removeStream(s);
+	{
+		// A fault monitor pass that listed the stream ends first.
+		std::unique_lock<std::shared_mutex> barrier(gStreamUse);
+	}
 	delete s;
 }
 
@@ -1909,14 +1918,18 @@ npurtError_t resolveStream(npurtStream_t handle, Stream **out, const char *api)
 	return npurtSuccess;
 }
 
-std::vector<Stream *> liveStreams()
+void forEachLiveStream(const std::function<void(Stream *)> &f)
 {
-	std::lock_guard<std::mutex> lock(gHandleMutex);
-	std::vector<Stream *> out;
-	out.reserve(gStreams.size());
-	for (const npurtStream_st *s : gStreams)
-		out.push_back(const_cast<Stream *>(static_cast<const Stream *>(s)));
-	return out;
+	std::shared_lock<std::shared_mutex> use(gStreamUse);
+	std::vector<Stream *> live;
+	{
+		std::lock_guard<std::mutex> lock(gHandleMutex);
+		live.reserve(gStreams.size());
+		for (const npurtStream_st *s : gStreams)
+			live.push_back(const_cast<Stream *>(static_cast<const Stream *>(s)));
+	}
+	for (Stream *s : live)
+		f(s);
 }
 
 void registerEvent(Event *ev)

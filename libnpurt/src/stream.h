@@ -111,8 +111,9 @@ void setCallSite(const char *file, int line, const char *function);
 npurtError_t registerCallSite(const char *file, int line, const char *function, uint64_t *id);
 bool setCallSiteId(uint64_t id);
 
-// Every live stream, for the fault monitor.
-std::vector<Stream *> liveStreams();
+// f(s) for every live stream, each kept alive during its call (for the
+// fault monitor; f must not destroy streams).
+void forEachLiveStream(const std::function<void(Stream *)> &f);
 
 // A stream as markers of other contexts see it (peer access: freed memory
 // of a context its stream reaches waits for its work): the stream while

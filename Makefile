@@ -36,8 +36,9 @@ help:
 	@echo "make             build npu.ko, libnpurt, tools, examples and tests"
 	@echo "make demo        boot the VM with the module and run the demo"
 	@echo "make test        host unit tests, then all VM suites on each lane (stock 6.1, Debian 13"
-	@echo "                 with 6.12, the debug kernel); prints 'N passed, N failed'. NPU_LANES=stock: one lane"
-	@echo "make test-debug  only the debug-kernel lane (lockdep, KASAN, kmemleak, ...)"
+	@echo "                 with 6.12, the debug kernels of 6.1 and 6.12, the packages); prints"
+	@echo "                 'N passed, N failed'. NPU_LANES=stock: one lane"
+	@echo "make test-debug  only the debug-kernel lanes (lockdep, KASAN, kmemleak, ... on 6.1 and 6.12), every suite"
 	@echo "make deb         build the Debian packages into build/deb (lintian-checked)"
 	@echo "make test-packages  install them in a fresh Debian 12 root, boot it, use them, purge them"
 	@echo "make debug-kernel  build (once, cached in /var/cache/npu-stack) the debug kernel"
@@ -72,7 +73,8 @@ test: all
 	@$(TOP)/tests/run-tests.sh
 
 test-debug: all
-	@NPU_LANES=debug NPU_DEBUG_SUITES=all $(TOP)/tests/run-tests.sh
+	@NPU_LANES="$(or $(LANES),debug debug13)" NPU_DEBUG_SUITES=all NPU_DEBUG13_SUITES=all \
+		$(TOP)/tests/run-tests.sh
 
 # Debian packages (packaging/debian) into build/deb, lintian-checked.
 deb: deps
@@ -85,6 +87,8 @@ test-packages: all
 
 debug-kernel: deps
 	@$(TOP)/tools/debug-kernel/build
+	@$(TOP)/tools/debug-kernel/build $$(ls $(BUILD)/debian13/usr/src/linux-source-*.tar.xz | sort -V | tail -n 1) \
+		$(TOP)/tools/debug-kernel/config.accel
 
 # 4 GiB for the guest: the copy section holds 4 buffers of the largest size
 # (256 MiB). A long job timeout, so that a busy host does not fail a long

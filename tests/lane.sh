@@ -21,6 +21,13 @@
 #           examples at the default parameters; =all adds the other
 #           device shapes, the wait variants and the PyTorch suite
 #           (`make test-debug` does).
+#   debug13 the debug kernel built from Debian 13's source (6.12, in the
+#           root's /usr/src, with accel nodes: tools/debug-kernel/
+#           config.accel), the module built on the host against it, and the
+#           Debian 13 root's user space (the debian13 lane's build) in the
+#           guest. NPU_DEBUG13_SUITES=kernel (the default, for CI's time):
+#           every kselftest and the tools' checks; `make test-debug` runs
+#           =all as on the debug lane.
 #   packages  the Debian packages (make deb) installed in a fresh Debian 12
 #           root, DKMS building the module, the root booted and the
 #           packages used as a user of the render group, then purged
@@ -40,6 +47,19 @@ record() {
 	echo "$2" > "$results/$1.rc"
 }
 
+# build_in_root: the tree built in the Debian 13 root (the debian13 and
+# debug13 lanes share it; incremental), into lane_build.
+build_in_root() {
+	echo "== build in the Debian 13 root"
+	root=$build/debian13
+	lane_build=$build/lanes/debian13
+	if ! "$top/tools/sysroot/build-lane" "$root" "$lane_build" > "$results/build-lane.log" 2>&1; then
+		tail -n 30 "$results/build-lane.log" >&2
+		record debian13-build 1 "$(tail -n 30 "$results/build-lane.log")"
+		return 1
+	fi
+}
+
 args=()
 suite_env=()
 # Where the lane's build is: the tree's own, or one made for the lane.
@@ -49,24 +69,25 @@ stock)
 	args=(--append preempt=full)
 	;;
 debian13)
-	echo "== build in the Debian 13 root"
-	root=$build/debian13
-	lane_build=$build/lanes/debian13
-	if ! "$top/tools/sysroot/build-lane" "$root" "$lane_build" > "$results/build-lane.log" 2>&1; then
-		tail -n 30 "$results/build-lane.log" >&2
-		record debian13-build 1 "$(tail -n 30 "$results/build-lane.log")"
-		exit 1
-	fi
+	build_in_root || exit 1
 	args=(--root "$root" --module "$lane_build/kernel/npu.ko" --append preempt=full)
 	;;
-debug)
+debug|debug13)
+	kargs=()
+	suites=${NPU_DEBUG_SUITES:-core}
+	if [ "$lane" = debug13 ]; then
+		build_in_root || exit 1
+		tarball=$(ls "$root"/usr/src/linux-source-*.tar.xz 2>/dev/null | sort -V | tail -n 1)
+		kargs=("${tarball:-$root/usr/src/linux-source.tar.xz}" "$top/tools/debug-kernel/config.accel")
+		suites=${NPU_DEBUG13_SUITES:-kernel}
+	fi
 	echo "== debug kernel"
-	if ! kdir=$("$top/tools/debug-kernel/build" 2> "$results/debug-kernel.log"); then
+	if ! kdir=$("$top/tools/debug-kernel/build" "${kargs[@]}" 2> "$results/debug-kernel.log"); then
 		cat "$results/debug-kernel.log" >&2
 		record debug-kernel-build 1 "$(cat "$results/debug-kernel.log")"
 		exit 1
 	fi
-	if ! ko=$("$top/tools/debug-kernel/module" "$kdir" "$build/lanes/debug/module" \
+	if ! ko=$("$top/tools/debug-kernel/module" "$kdir" "$build/lanes/$lane/module" \
 		2> "$results/debug-module.log"); then
 		cat "$results/debug-module.log" >&2
 		record debug-module-build 1 "$(cat "$results/debug-module.log")"
@@ -84,8 +105,8 @@ debug)
 		--append "kasan_multi_shot preempt=full pci=noacpi"
 		-p job_timeout_ms=10000 -t 7200)
 	# About 10x slower ioctls and 200x slower jobs than the stock kernel.
-	suite_env=(env NPU_SUITE_TIMEOUT="${NPU_SUITE_TIMEOUT:-2400}"
-		NPU_SUITES="${NPU_DEBUG_SUITES:-core}")
+	suite_env=(env NPU_SUITE_TIMEOUT="${NPU_SUITE_TIMEOUT:-2400}" NPU_SUITES="$suites")
+	[ "$lane" = debug ] || args+=(--root "$root")
 	;;
 packages)
 	# No VM suites: tests/packages/run.sh builds the packages, installs

@@ -54,32 +54,41 @@ check() {
 # other GoogleTest suites.
 core_skips='AsyncCopies/AsyncCopyMatrix.*:Ops*:OpsValidation.*:Profiler.*'
 
+# run_all_suites TAG FILTER: every kselftest, then the GoogleTest suite
+# with FILTER (none when FILTER is empty).
 run_all_suites() {
 	local tag=$1 filter=$2
 	for t in "$ksft"/*_test; do
 		[ -x "$t" ] && run "ksft-$(basename "$t")$tag" ktap "$t"
 	done
-	run "npurt_vm_tests$tag" gtest "$bin/npurt_vm_tests" --gtest_filter="$filter"
+	[ -z "$filter" ] ||
+		run "npurt_vm_tests$tag" gtest "$bin/npurt_vm_tests" --gtest_filter="$filter"
 }
 
 # NPU_SUITES: all (the default); core (the debug lane in `make test`, to
 # fit CI's time): the suites at the default parameters just below, less
-# core_skips; rest: core_skips and the runs after them, which repeat those
-# code paths with other settings and device shapes, and the PyTorch suite.
+# core_skips; kernel (the debug13 lane in `make test`): the kselftests and
+# the tools' checks only, the uAPI's every path under the debug kernel;
+# rest: core_skips and the runs after them, which repeat those code paths
+# with other settings and device shapes, and the PyTorch suite.
 suites=${NPU_SUITES:-all}
 if [ "$suites" != rest ]; then
 	# Default parameters: everything.
-	if [ "$suites" = core ]; then
-		run_all_suites "" "-$core_skips"
-	else
-		run_all_suites "" "*"
-	fi
+	case "$suites" in
+	core) run_all_suites "" "-$core_skips" ;;
+	kernel) run_all_suites "" "" ;;
+	*) run_all_suites "" "*" ;;
+	esac
+fi
+if [ "$suites" != rest ] && [ "$suites" != kernel ]; then
 	run example_device_query cmd "$bin/example_device_query"
 	run example_streams_events cmd "$bin/example_streams_events"
 	run example_pinned_copies cmd "$bin/example_pinned_copies"
 	run example_host_func cmd "$bin/example_host_func"
 	run example_fault_report cmd "$bin/example_fault_report"
 	run example_profile_trace cmd "$bin/example_profile_trace" "$results/profile_trace.json"
+fi
+if [ "$suites" != rest ]; then
 	run npu-smi cmd "$bin/npu-smi"
 	run npu-smi-json cmd "$bin/npu-smi" --json
 	run npu-smi-query cmd "$bin/npu-smi" -q -i 0
@@ -100,13 +109,13 @@ if [ "$suites" != rest ]; then
 fi
 # CUDA-style programs ported by tests/compat/port.sh (not in the debug
 # lane's core: their megabyte ops are slow there).
-if [ "$suites" != core ] && [ "$suites" != rest ]; then
+if [ "$suites" = all ]; then
 	for p in deviceQuery bandwidthTest asyncAPI simpleStreams simpleMultiCopy \
 		simpleCallback simpleIPC simpleZeroCopy simpleMultiGPU simpleStreamPriorities simpleP2P; do
 		run "compat_$p" cmd "$bin/compat_$p"
 	done
 fi
-if [ "$suites" = core ]; then
+if [ "$suites" = core ] || [ "$suites" = kernel ]; then
 	exit 0
 fi
 if [ "$suites" = rest ]; then

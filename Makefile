@@ -25,7 +25,7 @@ CHECKPATCH := $(BUILD)/linux-src/scripts/checkpatch.pl
 KERNEL_SOURCES = $(filter-out %.mod.c %/npu_config.h,$(wildcard $(TOP)/kernel/*.c \
 	$(TOP)/kernel/*.h $(TOP)/kernel/probes/*.c))
 
-.PHONY: all deps kernel userspace kselftests test test-debug deb test-packages debug-kernel demo bench check check-kernel perf-probes \
+.PHONY: all deps kernel userspace kselftests test test-debug deb test-packages debug-kernel demo bench soak check check-kernel perf-probes \
 	check-cxx load unload install clean help
 
 all: kernel userspace kselftests
@@ -43,6 +43,8 @@ help:
 	@echo "make test-packages  install them in a fresh Debian 12 root, boot it, use them, purge them"
 	@echo "make debug-kernel  build (once, cached in /var/cache/npu-stack) the debug kernel"
 	@echo "make bench       boot the VM and run npurt-bench (ratios against limits measured in the same run)"
+	@echo "make soak        boot the VM and soak runtime and driver with faults, hangs and kills injected"
+	@echo "                 (SOAK_SECONDS=600; figures in build/soak/soak.json)"
 	@echo "make check       checkpatch and sparse on the kernel, clang-format/clang-tidy on C++"
 	@echo "make load        load npu.ko on this host (kernel must match; PARAMS='num_devices=4')"
 	@echo "make unload      unload it"
@@ -102,6 +104,18 @@ bench: all
 
 demo: all
 	@$(VMRUN) --out $(BUILD)/vm-demo $(addprefix -p ,$(PARAMS)) -- $(CMAKE_BUILD)/bin/npurt-demo
+
+# The soak (tools/soak; npu-soak --help): SOAK_SECONDS of workload (default
+# 600; minutes to hours) in one VM boot, faults, hangs, latency and kills
+# injected, then the module's unload checked; figures in build/soak/soak.json.
+# SOAK_ARGS passes more options (--procs 6 --threads 4 ...), PARAMS module
+# parameters (mem_size_mb=128 for a small device).
+SOAK_SECONDS ?= 600
+soak: all
+	@$(VMRUN) --out $(BUILD)/soak --mem 3072 -t $$(( $(SOAK_SECONDS) + 900 )) \
+		$(addprefix -p ,$(PARAMS)) -- env SOAK_SECONDS=$(SOAK_SECONDS) \
+		$(TOP)/tools/soak/run-bounded.sh $(BUILD)/soak $(CMAKE_BUILD)/bin/npu-soak $(SOAK_ARGS)
+	@echo "Figures: $(BUILD)/soak/soak.json"
 
 # Measurements behind issue #6's notes that npurt-bench does not make
 # (enqueue cost with the device busy, copy speed per buffer pair, the

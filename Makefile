@@ -25,7 +25,7 @@ CHECKPATCH := $(BUILD)/linux-src/scripts/checkpatch.pl
 KERNEL_SOURCES = $(filter-out %.mod.c %/npu_config.h,$(wildcard $(TOP)/kernel/*.c \
 	$(TOP)/kernel/*.h $(TOP)/kernel/probes/*.c))
 
-.PHONY: all deps kernel userspace kselftests test test-debug deb test-packages debug-kernel demo bench soak check check-kernel perf-probes \
+.PHONY: all deps kernel userspace kselftests fuzz test test-debug deb test-packages debug-kernel demo bench soak check check-kernel perf-probes \
 	check-cxx load unload install clean help
 
 all: kernel userspace kselftests
@@ -34,6 +34,7 @@ help:
 	@echo "make deps        install the Debian packages the build and tests need, and make"
 	@echo "                 (once, cached) the Debian 13 root of the debian13 lane"
 	@echo "make             build npu.ko, libnpurt, tools, examples and tests"
+	@echo "make fuzz        build only the uAPI fuzzer, build/cmake/bin/npu-fuzz (make builds it too)"
 	@echo "make demo        boot the VM with the module and run the demo"
 	@echo "make test        host unit tests, then all VM suites on each lane (stock 6.1, Debian 13"
 	@echo "                 with 6.12, the debug kernels of 6.1 and 6.12, the packages); prints"
@@ -70,6 +71,13 @@ userspace: deps $(CMAKE_BUILD)/Makefile
 
 kselftests: deps
 	$(MAKE) -C $(TOP)/tests/kselftest O=$(BUILD)/kselftest
+
+# The uAPI fuzzer (tools/fuzz) alone; `make` builds it with the CMake tree,
+# as tools/sysroot/build-lane does for the Debian 13 lane.
+fuzz: deps $(CMAKE_BUILD)/Makefile
+	@# A tree configured before the fuzzer existed does not know its target.
+	@cmake --build $(CMAKE_BUILD) --target help | grep npu-fuzz >/dev/null || cmake $(CMAKE_BUILD) >/dev/null
+	cmake --build $(CMAKE_BUILD) --target npu-fuzz -j$(JOBS)
 
 test: all
 	@$(TOP)/tests/run-tests.sh

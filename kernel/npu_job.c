@@ -58,11 +58,50 @@ static const struct dma_fence_ops npu_hw_fence_ops = {
 	.get_timeline_name = npu_fence_timeline_name,
 };
 
+/*
+ * A context's jobs in flight hold kernel memory until they end (their
+ * command buffers, fences and scheduler state): one context has at most
+ * DRM_NPU_MAX_JOBS_IN_FLIGHT of them, with at most
+ * DRM_NPU_MAX_CMDS_IN_FLIGHT bytes of commands, over all its queues.
+ * Without a bound one file could queue jobs behind a long one until the
+ * machine ran out of memory.
+ */
+static int npu_vm_reserve_job(struct npu_vm *vm, u32 cmds_size)
+{
+	if (atomic_inc_return(&vm->jobs) > DRM_NPU_MAX_JOBS_IN_FLIGHT)
+		goto err_jobs;
+	if (atomic64_add_return(cmds_size, &vm->cmd_bytes) >
+	    DRM_NPU_MAX_CMDS_IN_FLIGHT)
+		goto err_bytes;
+	return 0;
+
+err_bytes:
+	atomic64_sub(cmds_size, &vm->cmd_bytes);
+err_jobs:
+	atomic_dec(&vm->jobs);
+	return -EAGAIN;
+}
+
+static void npu_vm_unreserve_job(struct npu_vm *vm, u32 cmds_size)
+{
+	atomic64_sub(cmds_size, &vm->cmd_bytes);
+	atomic_dec(&vm->jobs);
+}
+
+/* The job's share of its context's limit goes back once: see @in_flight. */
+static void npu_job_end_in_flight(struct npu_job *job)
+{
+	if (atomic_xchg(&job->in_flight, 0))
+		npu_vm_unreserve_job(job->vm, job->cmds_size);
+}
+
 static void npu_job_release(struct kref *kref)
 {
 	struct npu_job *job = container_of(kref, struct npu_job, refcount);
 	struct npu_device *ndev = job->engine->ndev;
 	u32 i;
+
+	npu_job_end_in_flight(job);
 
 	for (i = 0; i < job->in_fence_count; i++)
 		dma_fence_put(job->in_fences[i]);
@@ -102,6 +141,8 @@ static void npu_job_retire(struct npu_job *job, int error, u64 fault_addr,
 	if (error)
 		npu_queue_record_error(job->queue, error, job->point,
 				       fault_addr, offset);
+	/* Before the fence: whoever waited for it may submit again. */
+	npu_job_end_in_flight(job);
 	atomic64_set(&job->queue->completed, job->point);
 	if (!addr)
 		return;
@@ -534,7 +575,7 @@ static int npu_job_get_in_fences(struct drm_file *file, struct npu_job *job,
 	if (!args->in_fence_count)
 		return 0;
 	job->in_fences = kcalloc(args->in_fence_count,
-				 sizeof(*job->in_fences), GFP_KERNEL);
+				 sizeof(*job->in_fences), GFP_KERNEL_ACCOUNT);
 	if (!job->in_fences)
 		return -ENOMEM;
 	for (i = 0; i < args->in_fence_count; i++) {
@@ -642,12 +683,21 @@ int npu_ioctl_submit(struct drm_device *drm, void *data,
 		drm_dbg(drm, "submit: no queue %u\n", args->queue_id);
 		return -ENOENT;
 	}
+	ret = npu_vm_reserve_job(nfile->vm, args->cmds_size);
+	if (ret) {
+		drm_dbg(drm, "submit: the context has too much in flight\n");
+		npu_queue_put(queue);
+		return ret;
+	}
 
-	job = kzalloc(sizeof(*job), GFP_KERNEL);
+	/* Kernel memory user space asks for: its memory cgroup pays. */
+	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
 	if (!job) {
+		npu_vm_unreserve_job(nfile->vm, args->cmds_size);
 		npu_queue_put(queue);
 		return -ENOMEM;
 	}
+	atomic_set(&job->in_flight, 1);
 	kref_init(&job->refcount);
 	INIT_WORK(&job->work, npu_job_work);
 	job->queue = queue;
@@ -657,7 +707,7 @@ int npu_ioctl_submit(struct drm_device *drm, void *data,
 	atomic_inc(&ndev->jobs_alive);
 	atomic_inc(&npu_live.jobs);
 
-	job->cmds = kvmalloc(args->cmds_size, GFP_KERNEL);
+	job->cmds = kvmalloc(args->cmds_size, GFP_KERNEL_ACCOUNT);
 	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL);
 	chain = dma_fence_chain_alloc();
 	if (!job->cmds || !job->hw_fence || !chain) {

@@ -33,6 +33,9 @@ struct npu_vm;
  * @point: the job's point on its queue's timeline.
  * @cost: its packets' cost estimate (npu_compute_cost() and bytes moved);
  *        U64_MAX for a job that may wait (WAIT_VALUE).
+ * @in_flight: 1 while the job counts in its context's jobs in flight
+ *             (npu_vm.jobs, npu_vm.cmd_bytes); given back once, when the
+ *             job ends or, if it never ran, when it is freed.
  * @work: the engine's work item.
  */
 struct npu_job {
@@ -49,6 +52,7 @@ struct npu_job {
 	bool hw_fence_live;
 	u64 point;
 	u64 cost;
+	atomic_t in_flight;
 	struct work_struct work;
 };
 

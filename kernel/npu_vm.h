@@ -35,6 +35,10 @@ struct page;
  * @busy_ns: engine time of the context's jobs per engine class, for its
  *           fdinfo (kept here, not in the file, because jobs hold the VM;
  *           lock-free atomics).
+ * @jobs: the context's jobs submitted and not yet ended, for SUBMIT's
+ *        limit (DRM_NPU_MAX_JOBS_IN_FLIGHT); here because jobs hold the VM.
+ * @cmd_bytes: the bytes of their command buffers, which the kernel keeps
+ *             until they end (DRM_NPU_MAX_CMDS_IN_FLIGHT).
  */
 struct npu_vm {
 	struct kref refcount;
@@ -45,6 +49,8 @@ struct npu_vm {
 	u64 mapping_count;
 	u64 mapped_bytes;
 	atomic64_t busy_ns[2];
+	atomic_t jobs;
+	atomic64_t cmd_bytes;
 };
 
 /**

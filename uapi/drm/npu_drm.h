@@ -525,6 +525,16 @@ struct drm_npu_fence {
 #define DRM_NPU_MAX_CMDS_SIZE		(1 << 20)
 #define DRM_NPU_MAX_IN_FENCES		64
 
+/*
+ * Limits of one context, over all its queues: the jobs submitted and not
+ * yet ended (a job ends before its fence signals), and the bytes of their
+ * command buffers, which the kernel keeps until then. A submission past
+ * either fails with -EAGAIN: wait for a point of one of the context's
+ * queues and submit again (libdrm's drmIoctl() retries by itself).
+ */
+#define DRM_NPU_MAX_JOBS_IN_FLIGHT	4096
+#define DRM_NPU_MAX_CMDS_IN_FLIGHT	(64 << 20)
+
 /**
  * struct drm_npu_submit - queue one job
  * @queue_id: the queue.
@@ -542,7 +552,9 @@ struct drm_npu_fence {
  * non-zero reserved fields, zero or overflowing lengths, misaligned
  * addresses and inconsistent op shapes are -EINVAL. Device addresses are
  * only checked by the MMU when the job runs (faults). -EIO if the queue
- * has an error, -ENOENT for an unknown queue.
+ * has an error, -ENOENT for an unknown queue, -EAGAIN when the context
+ * has DRM_NPU_MAX_JOBS_IN_FLIGHT jobs or DRM_NPU_MAX_CMDS_IN_FLIGHT bytes
+ * of commands in flight already.
  *
  * A job whose queue and engine are idle, whose in-fences have signalled
  * and which has no WAIT_VALUE packet may run inside this call, in the

@@ -426,6 +426,7 @@ static int npu_vm_map(struct npu_file *nfile, struct drm_npu_vm_bind *args)
 	struct npu_vm *vm = nfile->vm;
 	struct npu_mapping *map;
 	struct npu_bo *bo;
+	bool full;
 	u64 end;
 	int ret;
 
@@ -451,7 +452,8 @@ static int npu_vm_map(struct npu_file *nfile, struct drm_npu_vm_bind *args)
 		goto err_put;
 	}
 
-	map = kzalloc(sizeof(*map), GFP_KERNEL);
+	/* Kernel memory user space asks for: its memory cgroup pays. */
+	map = kzalloc(sizeof(*map), GFP_KERNEL_ACCOUNT);
 	if (!map) {
 		ret = -ENOMEM;
 		goto err_put;
@@ -462,8 +464,14 @@ static int npu_vm_map(struct npu_file *nfile, struct drm_npu_vm_bind *args)
 	map->node.start = args->addr;
 	map->node.size = args->size;
 
+	/*
+	 * Each mapping is kernel memory: a context has at most
+	 * DRM_NPU_MAX_MAPPINGS (one page BO mapped again and again would
+	 * otherwise fill the machine).
+	 */
 	down_write(&vm->lock);
-	ret = drm_mm_reserve_node(&vm->mm, &map->node);
+	full = vm->mapping_count >= DRM_NPU_MAX_MAPPINGS;
+	ret = full ? -ENOSPC : drm_mm_reserve_node(&vm->mm, &map->node);
 	if (!ret) {
 		vm->mapping_count++;
 		vm->mapped_bytes += args->size;
@@ -471,10 +479,15 @@ static int npu_vm_map(struct npu_file *nfile, struct drm_npu_vm_bind *args)
 	}
 	up_write(&vm->lock);
 	if (ret) {
-		drm_dbg(drm, "vm_bind: 0x%llx+0x%llx overlaps a mapping\n",
-			args->addr, args->size);
+		if (full) {
+			drm_dbg(drm, "vm_bind: %u mappings already\n",
+				DRM_NPU_MAX_MAPPINGS);
+		} else {
+			drm_dbg(drm, "vm_bind: 0x%llx+0x%llx overlaps a mapping\n",
+				args->addr, args->size);
+			ret = -EEXIST;
+		}
 		kfree(map);
-		ret = -EEXIST;
 		goto err_put;
 	}
 	/* The mapping keeps the lookup's reference. */

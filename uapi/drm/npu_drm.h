@@ -312,6 +312,9 @@ struct drm_npu_bo_info {
 /* drm_npu_vm_bind.flags: the mapping is read-only for the device. */
 #define DRM_NPU_VM_READONLY		(1 << 0)
 
+/* Mappings one context's address space holds at most. */
+#define DRM_NPU_MAX_MAPPINGS		65536
+
 /**
  * struct drm_npu_vm_bind - map or unmap a BO range in the context's device
  * address space, at an address user space chooses
@@ -327,9 +330,11 @@ struct drm_npu_bo_info {
  *
  * MAP fails with -EINVAL for misalignment, overflow or a range outside the
  * address space or the BO, -EEXIST if it overlaps an existing mapping,
- * -ENOENT for an unknown handle, and -EACCES for a writable mapping of a
- * read-only userptr BO. UNMAP takes exactly one whole earlier mapping
- * (-ENOENT if there is none at @addr with @size).
+ * -ENOENT for an unknown handle, -EACCES for a writable mapping of a
+ * read-only userptr BO, and -ENOSPC when the address space holds
+ * DRM_NPU_MAX_MAPPINGS mappings already (as vm.max_map_count bounds a
+ * process's own address space). UNMAP takes exactly one whole earlier
+ * mapping (-ENOENT if there is none at @addr with @size).
  * A mapping holds a reference on its BO: closing the handle does not unmap.
  */
 struct drm_npu_vm_bind {

@@ -2,7 +2,8 @@
 /*
  * debugfs, per device (/sys/kernel/debug/dri/<minor>/ for a render node,
  * /sys/kernel/debug/accel/<device name>/ for an accel node):
- *   npu_memory   device memory capacity and use, live BOs and contexts
+ *   npu_memory   device memory capacity and use, live BOs and contexts,
+ *                the RAM all npu BOs pin and its limit (pinned_mem_mb)
  *   npu_clients  every context: its process, what it holds, its mappings
  *                and its queues
  *   npu_engines  per engine: queues, jobs done, busy time, resets
@@ -31,6 +32,9 @@ static int npu_debugfs_memory(struct seq_file *m, void *data)
 	seq_printf(m, "capacity: %llu\n", ndev->props.mem_capacity);
 	seq_printf(m, "used: %lld\n", atomic64_read(&ndev->mem_used));
 	seq_printf(m, "bos: %d\n", atomic_read(&ndev->bo_count));
+	/* Module-wide: every device's DEVICE and HOST BOs (pinned_mem_mb). */
+	seq_printf(m, "pinned: %llu\n", npu_gem_pinned_bytes());
+	seq_printf(m, "pinned_limit: %llu\n", npu_gem_pinned_limit());
 	seq_printf(m, "contexts: %d\n", atomic_read(&ndev->file_count));
 	return 0;
 }

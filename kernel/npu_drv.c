@@ -205,6 +205,7 @@ static int __init npu_init(void)
 {
 	int ret;
 
+	npu_gem_init_limits();
 	ret = platform_driver_register(&npu_platform_driver);
 	if (ret)
 		return ret;
@@ -235,6 +236,9 @@ static void __exit npu_exit(void)
 		       atomic_read(&npu_live.files),
 		       atomic_read(&npu_live.queues),
 		       atomic_read(&npu_live.jobs));
+	if (npu_gem_pinned_bytes())
+		pr_err("npu: leak: %llu bytes of pinned_mem_mb still charged at unload\n",
+		       npu_gem_pinned_bytes());
 }
 
 module_init(npu_init);

@@ -30,6 +30,58 @@
 #define NPU_BO_MAX_SIZE		BIT_ULL(40)
 
 /*
+ * RAM that the driver's own BOs pin, together: HOST BOs, and DEVICE BOs,
+ * whose memory on the emulated NPU is host RAM too. Pinned pages cannot be
+ * reclaimed and belong to no process the OOM killer could pick, so without
+ * a bound one user could take the machine's memory from everyone (TTM
+ * bounds its pages to half of RAM for the same reason). Userptr BOs pin
+ * their owner's pages instead, charged to its RLIMIT_MEMLOCK.
+ */
+static unsigned int pinned_mem_mb;
+module_param(pinned_mem_mb, uint, 0444);
+MODULE_PARM_DESC(pinned_mem_mb,
+		 "RAM all DEVICE and HOST BOs may pin together, in MiB (default 0: half of RAM; at most all of it)");
+
+static u64 npu_pinned_limit;
+static atomic64_t npu_pinned_bytes = ATOMIC64_INIT(0);
+
+/* At module load: the budget, shown back in the parameter. */
+void npu_gem_init_limits(void)
+{
+	u64 ram_mb = ((u64)totalram_pages() << PAGE_SHIFT) / SZ_1M;
+
+	if (!pinned_mem_mb)
+		pinned_mem_mb = max_t(u64, ram_mb / 2, 1);
+	else if (pinned_mem_mb > ram_mb)
+		pinned_mem_mb = ram_mb;
+	npu_pinned_limit = (u64)pinned_mem_mb * SZ_1M;
+}
+
+u64 npu_gem_pinned_bytes(void)
+{
+	return atomic64_read(&npu_pinned_bytes);
+}
+
+u64 npu_gem_pinned_limit(void)
+{
+	return npu_pinned_limit;
+}
+
+static int npu_pinned_charge(u64 size)
+{
+	if (atomic64_add_return(size, &npu_pinned_bytes) > npu_pinned_limit) {
+		atomic64_sub(size, &npu_pinned_bytes);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void npu_pinned_uncharge(u64 size)
+{
+	atomic64_sub(size, &npu_pinned_bytes);
+}
+
+/*
  * Pinned host memory (HOST and USERPTR BOs) can never exceed the RAM there
  * is: bigger requests fail with -ENOMEM before anything is allocated, so
  * the page arrays stay within what kvmalloc serves without complaint.
@@ -109,6 +161,7 @@ static void npu_shmem_bo_free(struct drm_gem_object *obj)
 		drm_gem_shmem_unpin(&bo->shmem);
 		if (bo->kind == DRM_NPU_BO_DEVICE)
 			atomic64_sub(obj->size, &ndev->mem_used);
+		npu_pinned_uncharge(obj->size);
 		npu_bo_unaccount(ndev);
 	}
 	drm_gem_shmem_free(&bo->shmem);
@@ -179,6 +232,11 @@ int npu_ioctl_bo_create(struct drm_device *drm, void *data,
 			return ret;
 		}
 	}
+	ret = npu_pinned_charge(size);
+	if (ret) {
+		drm_dbg(drm, "bo_create: pinned_mem_mb exhausted\n");
+		goto err_uncharge_device;
+	}
 
 	shmem = drm_gem_shmem_create(drm, size);
 	if (IS_ERR(shmem)) {
@@ -205,6 +263,8 @@ int npu_ioctl_bo_create(struct drm_device *drm, void *data,
 	return ret;
 
 err_uncharge:
+	npu_pinned_uncharge(size);
+err_uncharge_device:
 	if (args->kind == DRM_NPU_BO_DEVICE)
 		atomic64_sub(size, &ndev->mem_used);
 	return ret;

@@ -54,6 +54,9 @@ static inline struct npu_bo *to_npu_bo(struct drm_gem_object *obj)
 	return container_of(obj, struct npu_bo, shmem.base);
 }
 
+void npu_gem_init_limits(void);
+u64 npu_gem_pinned_bytes(void);
+u64 npu_gem_pinned_limit(void);
 struct drm_gem_object *npu_gem_create_object(struct drm_device *drm,
 					     size_t size);
 struct drm_gem_object *npu_gem_prime_import(struct drm_device *drm,

@@ -217,7 +217,9 @@ struct drm_npu_device_stats {
 enum drm_npu_bo_kind {
 	/*
 	 * Device memory: counts against the device's capacity
-	 * (drm_npu_device_info.mem_capacity); -ENOMEM beyond it.
+	 * (drm_npu_device_info.mem_capacity); -ENOMEM beyond it. The emulated
+	 * NPU's device memory is host RAM: it also counts against the
+	 * driver's pinned-RAM budget, as HOST BOs do (DRM_IOCTL_NPU_BO_CREATE).
 	 */
 	DRM_NPU_BO_DEVICE = 0,
 	/* Pinned host memory: CPU-mappable and visible to the device. */
@@ -237,8 +239,13 @@ enum drm_npu_bo_kind {
  * @handle: out: the new GEM handle.
  * @pad: must be zero.
  *
- * The memory is zeroed. -ENOMEM when device memory is exhausted, or for a
- * HOST BO larger than the machine's RAM; nothing is left behind.
+ * The memory is zeroed. -ENOMEM when device memory is exhausted, for a
+ * HOST BO larger than the machine's RAM, or when the RAM that DEVICE and
+ * HOST BOs of every context and device pin together would pass the
+ * driver's budget (the module parameter pinned_mem_mb, half of RAM unless
+ * set; /sys/module/npu/parameters/pinned_mem_mb shows it): pinned memory
+ * cannot be reclaimed, and one user must not take it all. Nothing is left
+ * behind.
  */
 struct drm_npu_bo_create {
 	__u64 size;

@@ -357,6 +357,7 @@ enum vcmd {
 	VC_USERPTR,	/* pin and unpin arg bytes: errno */
 	VC_QUEUE,	/* make and destroy a queue: errno */
 	VC_MAP,		/* bind and unbind a mapping of the work BO: errno */
+	VC_SUBMIT,	/* submit a job, not waiting for it: errno */
 	VC_SECRET,	/* fill memory and the engines' scratch with the
 			 * secret marker, then free that memory */
 	VC_EXIT,
@@ -375,6 +376,7 @@ struct victim {
 	void *cpu[VB_COUNT];
 	struct snapshot base;
 	long page;
+	__u64 pending;
 };
 
 static int v_wait_queue(struct victim *v, enum vq q, __u64 point)
@@ -404,6 +406,21 @@ static int v_read(struct victim *v, __u64 va, void *buf, __u64 size)
 	return npu_vm_read(v->fd, va, buf, size);
 }
 
+static int snapshot_queue(struct victim *v, struct snapshot *s, int i)
+{
+	int ret;
+
+	ret = npu_queue_status(v->fd, v->d.queue_id[i], &s->qs[i]);
+	if (!ret)
+		ret = npu_syncobj_query(v->fd, v->d.queue_syncobj[i], 0,
+					&s->q_point[i]);
+	if (!ret)
+		ret = npu_syncobj_query(v->fd, v->d.queue_syncobj[i],
+					DRM_SYNCOBJ_QUERY_FLAGS_LAST_SUBMITTED,
+					&s->q_submitted[i]);
+	return ret;
+}
+
 static int snapshot_take(struct victim *v, struct snapshot *s)
 {
 	struct drm_syncobj_wait w;
@@ -425,16 +442,8 @@ static int snapshot_take(struct victim *v, struct snapshot *s)
 			ret = npu_bo_info(v->fd, v->d.handle[i], &s->bi[i]);
 	}
 	free(buf);
-	for (i = 0; i < VQ_COUNT && !ret; i++) {
-		ret = npu_queue_status(v->fd, v->d.queue_id[i], &s->qs[i]);
-		if (!ret)
-			ret = npu_syncobj_query(v->fd, v->d.queue_syncobj[i], 0,
-						&s->q_point[i]);
-		if (!ret)
-			ret = npu_syncobj_query(v->fd, v->d.queue_syncobj[i],
-					DRM_SYNCOBJ_QUERY_FLAGS_LAST_SUBMITTED,
-					&s->q_submitted[i]);
-	}
+	for (i = 0; i < VQ_COUNT && !ret; i++)
+		ret = snapshot_queue(v, s, i);
 	if (ret)
 		return ret;
 	memset(&w, 0, sizeof(w));
@@ -834,6 +843,15 @@ static int victim_try(struct victim *v, const struct vmsg *m)
 			ret = npu_queue_destroy(v->fd, q.queue_id);
 		}
 		return ret;
+	case VC_SUBMIT: {
+		struct npu_cmdbuf cb;
+		__u64 cmds[4];
+
+		npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+		npu_emit_nop(&cb);
+		return npu_submit_cmdbuf(v->fd, v->d.queue_id[VQ_COPY], &cb,
+					 NULL, 0, &v->pending);
+	}
 	case VC_MAP:
 		ret = npu_vm_map(v->fd, v->d.work_handle,
 				 v->d.va_base + 256 * MIB, 64 * KIB, 0, 0);
@@ -870,6 +888,18 @@ victim_main(const char *path, int desc_w, int cmd_r, int reply_w)
 	for (;;) {
 		if (read_all(cmd_r, &m, sizeof(m), 3600 * 1000LL))
 			_exit(2);
+		/* A job VC_SUBMIT left: it ends, and the queue moves on. */
+		if (v.pending && m.cmd != VC_SUBMIT) {
+			ret = v_wait_queue(&v, VQ_COPY, v.pending);
+			if (!ret)
+				ret = snapshot_queue(&v, &v.base, VQ_COPY);
+			v.pending = 0;
+			if (ret) {
+				printf("# victim: its job did not end: %s\n",
+				       strerror(-ret));
+				_exit(4);
+			}
+		}
 		switch (m.cmd) {
 		case VC_CHECK:
 			ret = snapshot_take(&v, &now);
@@ -1126,29 +1156,52 @@ struct attacker {
 	__u64 sink_va;
 	__u64 page;
 	FIXTURE_DATA(hostile) *self;
+	int hold_w;
+	int hold_r;
 };
+
+/*
+ * hold() - tell the test the attacker holds what it exhausted (@code
+ * says what), and wait until the test has checked the victim meanwhile.
+ */
+static void hold(struct __test_metadata *_metadata, struct attacker *a,
+		 int code)
+{
+	int c;
+
+	ASSERT_EQ(0, write_all(a->hold_w, &code, sizeof(code)));
+	ASSERT_EQ(0, read_all(a->hold_r, &c, sizeof(c), 4 * PEER_MS));
+}
 
 typedef void (*attack_fn)(struct __test_metadata *_metadata,
 			  struct attacker *a);
 
+typedef void (*hold_fn)(struct __test_metadata *_metadata,
+			FIXTURE_DATA(hostile) *self, int code);
+
 /*
- * run_attacker() - fork the attacker, as its own user, with its own file
- * of the victim's node (and of another device's); run @fn; count its
- * attacks of @kind; none may succeed.
+ * run_attacker_held() - fork the attacker, as its own user, with its own
+ * file of the victim's node (and of another device's); run @fn; count its
+ * attacks of @kind; none may succeed. Each time the attacker holds what
+ * it exhausted (hold()), @on_hold checks the victim meanwhile.
  */
-static void run_attacker(struct __test_metadata *_metadata,
-			 FIXTURE_DATA(hostile) *self, attack_fn fn,
-			 enum kind kind)
+static void run_attacker_held(struct __test_metadata *_metadata,
+			      FIXTURE_DATA(hostile) *self, attack_fn fn,
+			      enum kind kind, hold_fn on_hold)
 {
 	unsigned long before = tally->succeeded[kind];
+	int to_test[2], to_att[2], code, ret;
 	struct attacker a;
 	pid_t pid;
-	int ret;
 
+	ASSERT_EQ(0, pipe2(to_test, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(to_att, O_CLOEXEC));
 	fflush(stdout);
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
+		close(to_test[0]);
+		close(to_att[1]);
 		memset(&a, 0, sizeof(a));
 		a.v = &self->s.d;
 		a.path = self->path;
@@ -1157,6 +1210,8 @@ static void run_attacker(struct __test_metadata *_metadata,
 		a.page = sysconf(_SC_PAGESIZE);
 		a.separate_users = can_switch_users();
 		a.fd_other = -1;
+		a.hold_w = to_test[1];
+		a.hold_r = to_att[0];
 		ASSERT_EQ(0, become(ATTACKER_UID));
 		a.fd = open(a.path, O_RDWR | O_CLOEXEC);
 		ASSERT_LE(0, a.fd) TH_LOG("attacker: open %s: %s", a.path,
@@ -1168,11 +1223,32 @@ static void run_attacker(struct __test_metadata *_metadata,
 		fn(_metadata, &a);
 		_exit(0);
 	}
-	ret = wait_child(pid, 3600 * 1000LL);
+	close(to_test[1]);
+	close(to_att[0]);
+	/* Until the attacker ends (its end of the pipe closes). */
+	for (;;) {
+		ret = read_all(to_test[0], &code, sizeof(code), 3600 * 1000LL);
+		if (ret == -EPIPE)
+			break;
+		ASSERT_EQ(0, ret) TH_LOG("the attacker did not end");
+		ASSERT_NE(NULL, on_hold);
+		on_hold(_metadata, self, code);
+		ASSERT_EQ(0, write_all(to_att[1], &code, sizeof(code)));
+	}
+	close(to_test[0]);
+	close(to_att[1]);
+	ret = wait_child(pid, PEER_MS);
 	ASSERT_EQ(0, ret) TH_LOG("the attacker ended with %d", ret);
 	ASSERT_EQ(before, tally->succeeded[kind])
 		TH_LOG("%lu %s attacks succeeded",
 		       tally->succeeded[kind] - before, kind_names[kind]);
+}
+
+static void run_attacker(struct __test_metadata *_metadata,
+			 FIXTURE_DATA(hostile) *self, attack_fn fn,
+			 enum kind kind)
+{
+	run_attacker_held(_metadata, self, fn, kind, NULL);
 }
 
 /* The attacker's own queues and its sink BO, made once. */
@@ -2389,6 +2465,540 @@ static void attack_scratch(struct __test_metadata *_metadata,
 		ASSERT_EQ(0, npu_queue_destroy(a->fd, q[i].queue_id));
 }
 
+/* ---- exhaustion ------------------------------------------------------- */
+
+/* What the attacker holds when it calls hold(): the test checks for it. */
+enum held {
+	HELD_DEVICE_CAPACITY = 1,	/* device memory, to its capacity */
+	HELD_PINNED_BUDGET,		/* the driver's pinned RAM budget */
+	HELD_QUEUES,
+	HELD_MEMLOCK,
+	HELD_JOBS,
+	HELD_CMD_BYTES,
+	HELD_MAPPINGS,
+	HELD_NOTHING,			/* could not exhaust safely here */
+};
+
+/* A /proc/meminfo figure in bytes, or 0. */
+static __u64 meminfo(const char *key)
+{
+	char line[128];
+	unsigned long long kb;
+	__u64 val = 0;
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, key, strlen(key)) &&
+		    sscanf(line + strlen(key), ": %llu kB", &kb) == 1) {
+			val = kb * KIB;
+			break;
+		}
+	}
+	fclose(f);
+	return val;
+}
+
+/* The driver's pinned-RAM budget (module parameter), 0 if it has none. */
+static __u64 pinned_budget(void)
+{
+	unsigned int mb;
+
+	if (npu_read_uint_file("/sys/module/npu/parameters/pinned_mem_mb", &mb))
+		return 0;
+	return (__u64)mb * MIB;
+}
+
+/*
+ * The RAM an exhaustion may pin in this machine without putting anyone at
+ * risk (the guest is small): what is available, less 384 MiB.
+ */
+static __u64 safe_to_pin(void)
+{
+	__u64 avail = meminfo("MemAvailable");
+
+	return avail > 384 * MIB ? avail - 384 * MIB : 0;
+}
+
+/*
+ * alloc_until_full() - allocate BOs of @kind, halving the size from @chunk
+ * down to a page at each refusal, until even a page is refused or @cap
+ * bytes are held. Return: bytes held; *@err the last refusal (0 if @cap).
+ */
+static __u64 alloc_until_full(struct __test_metadata *_metadata,
+			      struct attacker *a, __u32 kind, __u64 chunk,
+			      __u64 cap, __u32 *h, int max, int *n, int *err)
+{
+	__u64 held = 0;
+	int ret;
+
+	*err = 0;
+	while (chunk >= a->page && held < cap) {
+		if (chunk > cap - held) {
+			chunk /= 2;
+			continue;
+		}
+		ASSERT_GT(max, *n) TH_LOG("more BOs than expected");
+		ret = npu_bo_create(a->fd, chunk, kind, &h[*n]);
+		if (!ret) {
+			held += chunk;
+			(*n)++;
+			continue;
+		}
+		*err = ret;
+		chunk /= 2;
+	}
+	return held;
+}
+
+#define EXHAUST_BOS		4096
+
+/*
+ * Device memory: the attacker takes it all; a BO past capacity (or past
+ * the driver's pinned budget, which the emulated device memory counts
+ * in) is -ENOMEM; the victim's BOs keep working and its own new ones fail
+ * the same way; freeing gives it back.
+ */
+static void attack_exhaust_memory(struct __test_metadata *_metadata,
+				  struct attacker *a)
+{
+	struct drm_npu_memory_info mi, base;
+	__u64 free_mem, held, budget = pinned_budget();
+	__u32 *h, extra;
+	int n = 0, err, i, ret;
+
+	h = calloc(EXHAUST_BOS, sizeof(*h));
+	ASSERT_NE(NULL, h);
+	ASSERT_EQ(0, npu_query_memory(a->fd, &base));
+	free_mem = base.capacity - base.used;
+	if (free_mem > safe_to_pin() && (!budget || budget > safe_to_pin())) {
+		printf("# exhaust-device-memory: %llu MiB free on the device, %llu MiB safe to pin here: not filled\n",
+		       (unsigned long long)(free_mem / MIB),
+		       (unsigned long long)(safe_to_pin() / MIB));
+		ret = npu_bo_create(a->fd, free_mem + a->page,
+				    DRM_NPU_BO_DEVICE, &extra);
+		attack(K_EXHAUST_MEMORY, ret == -ENOMEM,
+		       "a DEVICE BO past the free device memory: %d", ret);
+		hold(_metadata, a, HELD_NOTHING);
+		free(h);
+		return;
+	}
+	held = alloc_until_full(_metadata, a, DRM_NPU_BO_DEVICE, 64 * MIB,
+				free_mem + MIB, h, EXHAUST_BOS, &n, &err);
+	ASSERT_EQ(0, npu_query_memory(a->fd, &mi));
+	printf("# exhaust-device-memory: %llu MiB held in %d BOs, device %llu/%llu MiB used, refused with %d\n",
+	       (unsigned long long)(held / MIB), n,
+	       (unsigned long long)(mi.used / MIB),
+	       (unsigned long long)(mi.capacity / MIB), err);
+	attack(K_EXHAUST_MEMORY, err == -ENOMEM && mi.used <= mi.capacity,
+	       "device memory past its capacity: %llu of %llu used, %d",
+	       (unsigned long long)mi.used, (unsigned long long)mi.capacity,
+	       err);
+	for (i = 0; i < 8; i++) {
+		ret = npu_bo_create(a->fd, i ? (__u64)i * MIB : a->page,
+				    DRM_NPU_BO_DEVICE, &extra);
+		attack(K_EXHAUST_MEMORY, ret == -ENOMEM,
+		       "one more DEVICE BO when full: %d", ret);
+		if (!ret)
+			npu_gem_close(a->fd, extra);
+	}
+	hold(_metadata, a, mi.used == mi.capacity ? HELD_DEVICE_CAPACITY :
+						  HELD_PINNED_BUDGET);
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(0, npu_gem_close(a->fd, h[i]));
+	ASSERT_EQ(0, npu_query_memory(a->fd, &mi));
+	ASSERT_EQ(base.used, mi.used);
+	free(h);
+}
+
+/*
+ * Pinned memory: userptr pins count against the attacker's
+ * RLIMIT_MEMLOCK (whichever of its files pins them), and the driver's own
+ * pinned host memory (HOST BOs) against its pinned budget.
+ */
+static void attack_exhaust_pinned(struct __test_metadata *_metadata,
+				  struct attacker *a)
+{
+	const __u64 limit = MIB, piece = 64 * KIB;
+	struct rlimit rl = { limit, limit };
+	__u64 held, budget, safe;
+	__u32 h[64], *hb;
+	int n = 0, nb = 0, fd2, err, i, ret;
+	char *m;
+
+	/* Userptr: its RLIMIT_MEMLOCK, lowered to 1 MiB. */
+	if (!a->separate_users) {
+		printf("# exhaust-pinned-memory: not root, the attacker may have CAP_IPC_LOCK: memlock part skipped\n");
+	} else {
+		ASSERT_EQ(0, setrlimit(RLIMIT_MEMLOCK, &rl));
+		m = mmap(NULL, 4 * limit, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		ASSERT_NE(MAP_FAILED, m);
+		memset(m, 1, 4 * limit);
+		fd2 = open(a->path, O_RDWR | O_CLOEXEC);
+		ASSERT_LE(0, fd2);
+		for (i = 0; i < 64; i++) {
+			ret = npu_bo_userptr(i % 2 ? fd2 : a->fd, m + i * piece,
+					     piece, 0, &h[n]);
+			if (ret)
+				break;
+			n++;
+		}
+		printf("# exhaust-pinned-memory: %llu KiB pinned under RLIMIT_MEMLOCK %llu KiB, refused with %d\n",
+		       (unsigned long long)(n * piece / KIB),
+		       (unsigned long long)(limit / KIB), ret);
+		attack(K_EXHAUST_PINNED, ret == -ENOMEM && n * piece <= limit,
+		       "userptr past RLIMIT_MEMLOCK: %llu bytes pinned, %d",
+		       (unsigned long long)(n * piece), ret);
+		for (i = 0; i < 4; i++) {
+			__u32 x;
+
+			ret = npu_bo_userptr(i % 2 ? fd2 : a->fd,
+					     m + 3 * limit, a->page,
+					     i / 2 ? DRM_NPU_BO_USERPTR_READONLY :
+						     0, &x);
+			attack(K_EXHAUST_PINNED, ret == -ENOMEM,
+			       "one more pinned page at the limit: %d", ret);
+			if (!ret)
+				npu_gem_close(a->fd, x);
+		}
+		hold(_metadata, a, HELD_MEMLOCK);
+		for (i = 0; i < n; i++)
+			ASSERT_EQ(0, npu_gem_close(i % 2 ? fd2 : a->fd, h[i]));
+		close(fd2);
+		munmap(m, 4 * limit);
+	}
+
+	/* HOST BOs: the driver's pinned budget, not the attacker's rlimit. */
+	budget = pinned_budget();
+	safe = safe_to_pin();
+	if (budget > safe) {
+		printf("# exhaust-pinned-memory: a pinned budget of %llu MiB, %llu MiB safe to pin here: HOST part skipped\n",
+		       (unsigned long long)(budget / MIB),
+		       (unsigned long long)(safe / MIB));
+		return;
+	}
+	hb = calloc(EXHAUST_BOS, sizeof(*hb));
+	ASSERT_NE(NULL, hb);
+	held = alloc_until_full(_metadata, a, DRM_NPU_BO_HOST, 64 * MIB,
+				safe, hb, EXHAUST_BOS, &nb, &err);
+	printf("# exhaust-pinned-memory: %llu MiB of HOST BOs held (budget %llu MiB), refused with %d\n",
+	       (unsigned long long)(held / MIB),
+	       (unsigned long long)(budget / MIB), err);
+	attack(K_EXHAUST_PINNED, err == -ENOMEM && budget && held <= budget,
+	       "HOST BOs pinned %llu MiB with no limit before %llu MiB",
+	       (unsigned long long)(held / MIB),
+	       (unsigned long long)(safe / MIB));
+	if (err)
+		hold(_metadata, a, HELD_PINNED_BUDGET);
+	for (i = 0; i < nb; i++)
+		ASSERT_EQ(0, npu_gem_close(a->fd, hb[i]));
+	free(hb);
+}
+
+#define EXHAUST_FILES		4
+#define MAX_QUEUES_PER_FILE	256
+
+/*
+ * Queues: 256 per file (-ENOSPC), each with a job done so that it is on
+ * its engine's run queue; the victim still makes queues and runs jobs.
+ */
+static void attack_exhaust_queues(struct __test_metadata *_metadata,
+				  struct attacker *a)
+{
+	struct drm_npu_queue_create *q, extra;
+	int fds[EXHAUST_FILES], n[EXHAUST_FILES], f, i, ret;
+	__u64 cmds[4], point;
+	struct npu_cmdbuf cb;
+
+	q = calloc(EXHAUST_FILES * (MAX_QUEUES_PER_FILE + 1), sizeof(*q));
+	ASSERT_NE(NULL, q);
+	npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+	npu_emit_nop(&cb);
+	for (f = 0; f < EXHAUST_FILES; f++) {
+		struct drm_npu_queue_create *fq = q + f * (MAX_QUEUES_PER_FILE + 1);
+
+		fds[f] = f ? open(a->path, O_RDWR | O_CLOEXEC) : a->fd;
+		ASSERT_LE(0, fds[f]);
+		for (n[f] = 0; n[f] <= MAX_QUEUES_PER_FILE; n[f]++) {
+			ret = npu_queue_create(fds[f], n[f] % 2 ?
+					       DRM_NPU_ENGINE_COMPUTE :
+					       DRM_NPU_ENGINE_COPY,
+					       DRM_NPU_PRIORITY_HIGH,
+					       &fq[n[f]]);
+			if (ret)
+				break;
+			ASSERT_EQ(0, npu_submit_cmdbuf(fds[f],
+						       fq[n[f]].queue_id, &cb,
+						       NULL, 0, NULL));
+		}
+		attack(K_EXHAUST_QUEUES, ret == -ENOSPC &&
+		       n[f] == MAX_QUEUES_PER_FILE,
+		       "queues of one file: %d, then %d", n[f], ret);
+		for (i = 0; i < 4; i++) {
+			ret = npu_queue_create(fds[f], i % 2, i / 2, &extra);
+			attack(K_EXHAUST_QUEUES, ret == -ENOSPC,
+			       "one more queue past the limit: %d", ret);
+		}
+	}
+	for (f = 0; f < EXHAUST_FILES; f++) {
+		struct drm_npu_queue_create *fq = q + f * (MAX_QUEUES_PER_FILE + 1);
+
+		for (i = 0; i < n[f]; i++) {
+			ret = npu_syncobj_query(fds[f], fq[i].syncobj_handle,
+						DRM_SYNCOBJ_QUERY_FLAGS_LAST_SUBMITTED,
+						&point);
+			ASSERT_EQ(0, ret);
+			ASSERT_EQ(0, nsub_wait(fds[f], fq[i].syncobj_handle,
+					       point, JOB_MS));
+		}
+	}
+	printf("# exhaust-queues: %d files x %d queues, each with a job done\n",
+	       EXHAUST_FILES, n[0]);
+	hold(_metadata, a, HELD_QUEUES);
+	for (f = 1; f < EXHAUST_FILES; f++)
+		close(fds[f]);
+	for (i = 0; i < n[0]; i++)
+		ASSERT_EQ(0, npu_queue_destroy(a->fd, q[i].queue_id));
+	free(q);
+}
+
+/* A job of @n WAIT_VALUE packets: packet i waits for *@flag >= i + 1. */
+static int submit_blocker(struct attacker *a, __u32 queue, __u64 flag, int n,
+			  __u64 *point)
+{
+	struct npu_cmdbuf cb;
+	__u64 *cmds;
+	size_t len = (size_t)n * sizeof(struct drm_npu_pkt_wait_value);
+	int i, ret;
+
+	cmds = malloc(len);
+	if (!cmds)
+		return -ENOMEM;
+	npu_cmdbuf_init(&cb, cmds, len);
+	for (i = 0; i < n; i++)
+		npu_emit_wait_value(&cb, flag, i + 1, ~0ULL, DRM_NPU_WAIT_GE);
+	ret = npu_submit_cmdbuf(a->fd, queue, &cb, NULL, 0, point);
+	free(cmds);
+	return ret;
+}
+
+#define BLOCKER_STEPS		1024
+/* More than the limit the test expects, and bounded: it may have none. */
+#define FLOOD_JOBS_MAX		(3 * 4096)
+#define FLOOD_BYTES_MAX		(192 * MIB)
+
+/*
+ * flood() - behind a blocker the attacker keeps alive (each of its wait
+ * packets ends as the flood goes on, so no packet reaches the job
+ * timeout), submit jobs of @size bytes of NOPs until the driver refuses
+ * one or @max are in flight. Return: jobs submitted; *@err the refusal.
+ */
+static int flood(struct __test_metadata *_metadata, struct attacker *a,
+		 __u32 size, int max, int *err, __u64 *flag_val)
+{
+	const __u64 flag = a->va;
+	int every = max / BLOCKER_STEPS + 1, n = 0, ret;
+	struct npu_cmdbuf cb;
+	__u64 *cmds;
+	__u32 i;
+
+	cmds = malloc(size);
+	ASSERT_NE(NULL, cmds);
+	npu_cmdbuf_init(&cb, cmds, size);
+	for (i = 0; i < size / 8; i++)
+		npu_emit_nop(&cb);
+	ASSERT_EQ(0, submit_blocker(a, a->qcopy.queue_id, flag, BLOCKER_STEPS,
+				    NULL));
+	*err = 0;
+	while (n < max) {
+		ret = npu_submit_cmdbuf(a->fd, a->qcopy.queue_id, &cb, NULL, 0,
+					NULL);
+		if (ret) {
+			*err = ret;
+			break;
+		}
+		if (++n % every == 0) {
+			++*flag_val;
+			ASSERT_EQ(0, npu_vm_write(a->fd, flag, flag_val, 8));
+		}
+	}
+	free(cmds);
+	return n;
+}
+
+/* Let the blocker end, and wait for everything the flood queued. */
+static void flood_drain(struct __test_metadata *_metadata, struct attacker *a)
+{
+	__u64 all = ~0ULL, point;
+
+	ASSERT_EQ(0, npu_vm_write(a->fd, a->va, &all, 8));
+	ASSERT_EQ(0, npu_syncobj_query(a->fd, a->qcopy.syncobj_handle,
+				       DRM_SYNCOBJ_QUERY_FLAGS_LAST_SUBMITTED,
+				       &point));
+	ASSERT_EQ(0, nsub_wait(a->fd, a->qcopy.syncobj_handle, point, JOB_MS));
+	/* The blocker may have timed out meanwhile: start clean. */
+	ASSERT_EQ(0, npu_queue_reset(a->fd, a->qcopy.queue_id));
+}
+
+/*
+ * Jobs and their fences: jobs queued behind a long one each hold kernel
+ * memory (their command buffer, fences); one context may have only so
+ * many in flight (-EAGAIN), in number and in bytes, however many queues
+ * it spreads them over; the victim's context is not limited by it.
+ */
+static void attack_exhaust_jobs(struct __test_metadata *_metadata,
+				struct attacker *a)
+{
+	struct drm_npu_queue_status st;
+	struct drm_npu_queue_create q2;
+	__u64 flag_val = 0, cmds[4], *big;
+	struct npu_cmdbuf cb;
+	__u32 flag_bo;
+	int n, err, i, ret;
+
+	attacker_queues(_metadata, a);
+	ASSERT_EQ(0, npu_bo_create(a->fd, a->page, DRM_NPU_BO_DEVICE,
+				   &flag_bo));
+	ASSERT_EQ(0, npu_vm_map(a->fd, flag_bo, a->va, a->page, 0, 0));
+	ASSERT_EQ(0, npu_queue_create(a->fd, DRM_NPU_ENGINE_COMPUTE,
+				      DRM_NPU_PRIORITY_NORMAL, &q2));
+	npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+	npu_emit_nop(&cb);
+
+	/* Small jobs: their number. */
+	n = flood(_metadata, a, 8, FLOOD_JOBS_MAX, &err, &flag_val);
+	ASSERT_EQ(0, npu_queue_status(a->fd, a->qcopy.queue_id, &st));
+	printf("# exhaust-jobs-fences: %d NOP jobs queued behind a blocker (%llu in flight), then %d\n",
+	       n, (unsigned long long)(st.submitted - st.completed), err);
+	attack(K_EXHAUST_JOBS, err == -EAGAIN,
+	       "%d jobs in flight in one context and no limit", n);
+	for (i = 0; i < 4; i++) {
+		ret = npu_submit_cmdbuf(a->fd, i % 2 ? q2.queue_id :
+					a->qcopy.queue_id, &cb, NULL, 0, NULL);
+		attack(K_EXHAUST_JOBS, ret == -EAGAIN,
+		       "one more job (queue %d) at the limit: %d", i % 2, ret);
+	}
+	hold(_metadata, a, HELD_JOBS);
+	flood_drain(_metadata, a);
+
+	/* Big jobs: their command bytes. */
+	flag_val = 0;
+	ASSERT_EQ(0, npu_vm_write(a->fd, a->va, &flag_val, 8));
+	n = flood(_metadata, a, DRM_NPU_MAX_CMDS_SIZE,
+		  FLOOD_BYTES_MAX / DRM_NPU_MAX_CMDS_SIZE, &err, &flag_val);
+	printf("# exhaust-jobs-fences: %d jobs of %u KiB queued behind a blocker, then %d\n",
+	       n, DRM_NPU_MAX_CMDS_SIZE / 1024, err);
+	attack(K_EXHAUST_JOBS, err == -EAGAIN,
+	       "%d MiB of command buffers in flight in one context and no limit",
+	       n * (DRM_NPU_MAX_CMDS_SIZE / 1024) / 1024);
+	big = malloc(DRM_NPU_MAX_CMDS_SIZE);
+	ASSERT_NE(NULL, big);
+	npu_cmdbuf_init(&cb, big, DRM_NPU_MAX_CMDS_SIZE);
+	for (i = 0; i < DRM_NPU_MAX_CMDS_SIZE / 8; i++)
+		npu_emit_nop(&cb);
+	for (i = 0; i < 2; i++) {
+		ret = npu_submit_cmdbuf(a->fd, i ? q2.queue_id :
+					a->qcopy.queue_id, &cb, NULL, 0, NULL);
+		attack(K_EXHAUST_JOBS, ret == -EAGAIN,
+		       "one more big job at the limit: %d", ret);
+	}
+	free(big);
+	npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+	npu_emit_nop(&cb);
+	hold(_metadata, a, HELD_CMD_BYTES);
+	flood_drain(_metadata, a);
+	/* Once they end, the context submits again. */
+	ASSERT_EQ(0, npu_submit_cmdbuf(a->fd, a->qcopy.queue_id, &cb, NULL, 0,
+				       NULL));
+	ASSERT_EQ(0, npu_queue_destroy(a->fd, q2.queue_id));
+}
+
+#define MAPPINGS_MAX		(70 * 1024)
+
+/*
+ * Mappings: each VM_BIND holds kernel memory; one context may have only
+ * so many (-ENOSPC). One page BO mapped again and again.
+ */
+static void attack_exhaust_mappings(struct __test_metadata *_metadata,
+				    struct attacker *a)
+{
+	struct drm_npu_context_info ci;
+	__u32 bo;
+	int n, i, ret = 0;
+
+	ASSERT_EQ(0, npu_bo_create(a->fd, a->page, DRM_NPU_BO_DEVICE, &bo));
+	for (n = 0; n < MAPPINGS_MAX; n++) {
+		ret = npu_vm_map(a->fd, bo, a->va + (__u64)n * a->page, a->page,
+				 0, 0);
+		if (ret)
+			break;
+	}
+	ASSERT_EQ(0, npu_context_info(a->fd, &ci));
+	printf("# exhaust-mappings: %d mappings of one page, then %d\n", n,
+	       ret);
+	attack(K_EXHAUST_MAPPINGS, ret == -ENOSPC,
+	       "%d mappings in one context and no limit", n);
+	for (i = 0; i < 4; i++) {
+		ret = npu_vm_map(a->fd, bo, a->va + (__u64)(n + i) * a->page,
+				 a->page, 0, 0);
+		attack(K_EXHAUST_MAPPINGS, ret == -ENOSPC,
+		       "one more mapping at the limit: %d", ret);
+	}
+	hold(_metadata, a, HELD_MAPPINGS);
+	/* Closing the file frees them all at once. */
+	ASSERT_EQ(0, npu_gem_close(a->fd, bo));
+}
+
+/* ---- what the victim must still do while the attacker holds ---------- */
+
+static void check_victim_held(struct __test_metadata *_metadata,
+			      FIXTURE_DATA(hostile) *self, int code)
+{
+	int ret;
+
+	/* Its objects work and nothing of it changed. */
+	ASSERT_EQ(0, victim_cmd(self, VC_CHECK, 0));
+	switch (code) {
+	case HELD_DEVICE_CAPACITY:
+	case HELD_PINNED_BUDGET:
+		/* Shared by every context: the victim's new BOs fail too. */
+		ret = victim_cmd(self, VC_ALLOC_DEVICE, MIB);
+		EXPECT_EQ(-ENOMEM, ret);
+		ret = victim_cmd(self, VC_ALLOC_HOST, MIB);
+		EXPECT_EQ(code == HELD_PINNED_BUDGET ? -ENOMEM : 0, ret);
+		EXPECT_EQ(0, victim_cmd(self, VC_USERPTR, 64 * KIB));
+		break;
+	case HELD_MEMLOCK:
+		EXPECT_EQ(0, victim_cmd(self, VC_USERPTR, 64 * KIB));
+		break;
+	case HELD_QUEUES:
+		EXPECT_EQ(0, victim_cmd(self, VC_QUEUE, 0));
+		break;
+	case HELD_JOBS:
+	case HELD_CMD_BYTES:
+		EXPECT_EQ(0, victim_cmd(self, VC_SUBMIT, 0));
+		break;
+	case HELD_MAPPINGS:
+		EXPECT_EQ(0, victim_cmd(self, VC_MAP, 0));
+		break;
+	}
+	EXPECT_EQ(0, victim_cmd(self, VC_MAP, 0));
+}
+
+/* And afterwards: freeing restores. */
+static void check_victim_after(struct __test_metadata *_metadata,
+			       FIXTURE_DATA(hostile) *self)
+{
+	EXPECT_EQ(0, victim_cmd(self, VC_ALLOC_DEVICE, MIB));
+	EXPECT_EQ(0, victim_cmd(self, VC_ALLOC_HOST, MIB));
+	EXPECT_EQ(0, victim_cmd(self, VC_USERPTR, 64 * KIB));
+	EXPECT_EQ(0, victim_cmd(self, VC_QUEUE, 0));
+	EXPECT_EQ(0, victim_cmd(self, VC_MAP, 0));
+	EXPECT_EQ(0, victim_cmd(self, VC_SUBMIT, 0));
+}
+
 /* ---- the tests: one scene per kind ----------------------------------- */
 
 #define HOSTILE_TEST(name, kind, fn, secs)				\
@@ -2460,6 +3070,26 @@ TEST_F_TIMEOUT(hostile, engine_scratch, 300)
 	run_attacker(_metadata, self, attack_scratch, K_SCRATCH);
 	scene_end(_metadata, self, K_SCRATCH);
 }
+
+#define EXHAUST_TEST(name, kind, fn, secs)				\
+	TEST_F_TIMEOUT(hostile, name, secs)				\
+	{								\
+		scene_start(_metadata, self);				\
+		run_attacker_held(_metadata, self, fn, kind,		\
+				  check_victim_held);			\
+		check_victim_after(_metadata, self);			\
+		scene_end(_metadata, self, kind);			\
+	}
+
+EXHAUST_TEST(exhaust_device_memory, K_EXHAUST_MEMORY, attack_exhaust_memory,
+	     600)
+EXHAUST_TEST(exhaust_pinned_memory, K_EXHAUST_PINNED, attack_exhaust_pinned,
+	     600)
+EXHAUST_TEST(exhaust_queues, K_EXHAUST_QUEUES, attack_exhaust_queues, 600)
+EXHAUST_TEST(exhaust_jobs_and_fences, K_EXHAUST_JOBS, attack_exhaust_jobs,
+	     600)
+EXHAUST_TEST(exhaust_mappings, K_EXHAUST_MAPPINGS, attack_exhaust_mappings,
+	     600)
 
 /* Last: the table of what was tried; nothing may have succeeded. */
 TEST_F(hostile, summary)

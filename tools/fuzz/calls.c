@@ -300,12 +300,16 @@ static struct fz_rec *rec_begin(struct fz_ctx *c, unsigned kind, uint64_t a0, ui
 	r->child = c->in_child;
 	c->last = r;
 	atomic_store_explicit(&c->t->head, h + 1, memory_order_release);
+	if (c->o->profile)
+		c->t0 = fz_now_ns();
 	return r;
 }
 
 static void rec_end(struct fz_ctx *c, struct fz_rec *r, unsigned kind, int err, bool stale)
 {
 	r->err = (int16_t)err;
+	if (c->o->profile)
+		c->t->ns[kind] += fz_now_ns() - c->t0;
 	c->t->calls[kind]++;
 	if (!err)
 		c->t->ok[kind]++;
@@ -1036,16 +1040,16 @@ static void op_query(struct fz_ctx *c, struct fz_fd *f)
 		        ((struct drm_npu_device_info *)c->io)->api_version);
 }
 
-/* A BO size: mostly a few pages, sometimes up to 8 MiB. */
+/* A BO size: mostly a few pages, sometimes up to 4 MiB (zeroing costs). */
 static uint64_t bo_size(struct fz_ctx *c)
 {
 	uint64_t r = fz_below(&c->lr, 100);
 
-	if (r < 85)
+	if (r < 88)
 		return (1 + fz_below(&c->lr, 16)) * FZ_PAGE - fz_below(&c->lr, 2) * 100;
-	if (r < 98)
-		return (1 + fz_below(&c->lr, 256)) * FZ_PAGE;
-	return (1 + fz_below(&c->lr, 2048)) * FZ_PAGE;
+	if (r < 99)
+		return (1 + fz_below(&c->lr, 64)) * FZ_PAGE;
+	return (1 + fz_below(&c->lr, 1024)) * FZ_PAGE;
 }
 
 /*
@@ -1058,7 +1062,7 @@ static uint64_t clamp_alloc(struct fz_ctx *c, struct fz_fd *f, uint64_t size, ui
 	        kind == DRM_NPU_BO_HOST ? c->p->total_ram : c->p->nodes[f->node].info.mem_capacity;
 	uint64_t page = (size + FZ_PAGE - 1) & ~(FZ_PAGE - 1);
 
-	if (size > (1ull << 40) || size + FZ_PAGE - 1 < size || page <= (16ull << 20))
+	if (size > (1ull << 40) || size + FZ_PAGE - 1 < size || page <= (1ull << 20))
 		return size;
 	if (page <= limit)
 		return limit + FZ_PAGE;
@@ -1131,7 +1135,7 @@ static void op_bo_create(struct fz_ctx *c, struct fz_fd *f)
 static void op_bo_userptr(struct fz_ctx *c, struct fz_fd *f)
 {
 	static const struct fz_field fields[] = {
-	        FLD(struct drm_npu_bo_userptr, user_ptr, F_VAL, 0),
+	        VIRT(0), /* user_ptr: only at memory no device write can hurt */
 	        FLD(struct drm_npu_bo_userptr, size, F_SIZE, 0),
 	        FLD(struct drm_npu_bo_userptr, flags, F_FLAGS, DRM_NPU_BO_USERPTR_READONLY),
 	        FLD(struct drm_npu_bo_userptr, handle, F_ZERO, 0),
@@ -1157,9 +1161,16 @@ static void op_bo_userptr(struct fz_ctx *c, struct fz_fd *f)
 	};
 	bo_slot_free(c, f, b);
 	if (mutate(c, f, &a, fields, 5) == 0) {
-		switch (fz_below(&c->lr, 4)) {
+		switch (fz_below(&c->lr, 6)) {
 		case 0:
-			a.user_ptr = (uintptr_t)c->cmds; /* a guarded buffer: past it, EFAULT */
+			a.user_ptr = (uintptr_t)c->p->region[r] - FZ_PAGE; /* the guard below */
+			break;
+		case 4:
+			a.user_ptr = (uintptr_t)c->p->region[r] + FZ_REGION_SIZE - FZ_PAGE;
+			a.size = 2 * FZ_PAGE; /* into the guard above */
+			break;
+		case 5:
+			a.user_ptr += 1 + fz_below(&c->lr, FZ_PAGE - 1); /* misaligned */
 			break;
 		case 1:
 			a.user_ptr = (uintptr_t)c->p->ro_page;
@@ -1660,8 +1671,12 @@ static uint32_t pick_fences(struct fz_ctx *c, struct fz_fd *f, struct drm_npu_fe
 
 			if (!so->live || !so->has_fence)
 				continue;
-			if (so->shared)
-				c->invalid = true;
+			/*
+			 * What a plain syncobj holds after signals, resets,
+			 * transfers and imports is more than the pool models:
+			 * the oracle takes only queues' timelines strictly.
+			 */
+			c->invalid = true;
 			fe[n++] = (struct drm_npu_fence){
 			        .handle = so->handle,
 			        .point = so->point ? 1 + fz_below(&c->lr, so->point) : 0};

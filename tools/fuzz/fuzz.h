@@ -194,6 +194,7 @@ struct fz_tshm {
 	uint64_t calls[K_COUNT];
 	uint64_t ok[K_COUNT];
 	uint64_t errs[K_COUNT][FZ_NERR];
+	uint64_t ns[K_COUNT]; /* --profile: time in each kind of call */
 	struct fz_rec ring[FZ_RING];
 };
 
@@ -319,7 +320,7 @@ struct fz_opts {
 	const char *replay;
 	const char *out_dir;
 	const char *json;
-	int verbose;
+	bool profile;
 };
 
 /* A thread's state. */
@@ -344,6 +345,7 @@ struct fz_ctx {
 	bool pkt_mut; /* the mutation is for a packet of the command buffer */
 	const void *arg; /* the ioctl's argument while it runs, for reports */
 	struct fz_rec *last; /* the last call's log entry */
+	uint64_t t0; /* --profile: when the call began */
 	unsigned arg_size;
 	bool in_child;
 	bool new_cov;

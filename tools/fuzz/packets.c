@@ -74,13 +74,13 @@ static void *emit(struct cmdgen *g, uint32_t opcode, uint32_t size)
 	return h;
 }
 
-/* A small length: mostly under a page, sometimes a whole mapping. */
+/* A small length: mostly under a page, rarely a whole mapping (up to 1 MiB). */
 static uint64_t small_len(struct cmdgen *g, uint64_t max)
 {
 	uint64_t n = rnd(g, 8) ? 1 + rnd(g, 4096) : 1 + rnd(g, 65536);
 
-	if (rnd(g, 64) == 0)
-		n = max;
+	if (rnd(g, 256) == 0)
+		n = max < (1u << 20) ? max : 1u << 20;
 	return n < max ? n : max;
 }
 

@@ -45,6 +45,15 @@ npurtError_t takeIpcDescriptor(int pid, int fd, uint64_t inode, const char *api,
 				                " exported it, and this process may not take its "
 				                "descriptors (another user's process, or ptrace "
 				                "restrictions such as Yama's ptrace_scope)");
+			// ESRCH: the exporter exited (and was reaped) after
+			// pidfd_open: the handle's process is gone, as above (the
+			// soak saw npurtErrorOperatingSystem here).
+			if (e == ESRCH)
+				return setError(
+				        npurtErrorInvalidHandle,
+				        osMessage(std::string(api) + ": the exporting process " +
+				                          std::to_string(pid) + " has exited",
+				                  -e));
 			return setError(
 			        e == EBADF ? npurtErrorInvalidHandle : npurtErrorOperatingSystem,
 			        osMessage(std::string(api) + ": taking it from process " +

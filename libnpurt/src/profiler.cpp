@@ -19,22 +19,25 @@ namespace npurt {
 std::atomic<bool> gProfiling{false};
 
 namespace {
-std::mutex gProfMutex;  // guards gRecords
-std::vector<ProfiledTask> gRecords;
+// Never destroyed, as the Runtime: the monitor thread and the streams'
+// flushers (profileTask) may still use them while exit runs static
+// destructors (the soak found the monitor running on after them).
+std::mutex &gProfMutex = *new std::mutex;  // guards gRecords
+std::vector<ProfiledTask> &gRecords = *new std::vector<ProfiledTask>;
 
-std::mutex gCbMutex;  // guards gCallback, gUserData, gMonitor, gPending
+std::mutex &gCbMutex = *new std::mutex;  // guards gCallback, gUserData, gMonitor, gPending
 npurtErrorCallback_t gCallback = nullptr;
 void *gUserData = nullptr;
 // Never destroyed: a program may exit with a callback still set.
 std::thread *gMonitor = nullptr;
 std::atomic<bool> gMonitorStop{false};
-std::condition_variable gCbCv;
+std::condition_variable &gCbCv = *new std::condition_variable;
 struct PendingReport {
 	Stream *stream;
 	npurtError_t code;
 	std::string message;
 };
-std::vector<PendingReport> gPending;
+std::vector<PendingReport> &gPending = *new std::vector<PendingReport>;
 
 std::string kindOf(const ProfiledTask &p)
 {

@@ -80,13 +80,17 @@ uint64_t taskWork(const TaskInfo &t)
 	return cost > UINT64_MAX / scale ? UINT64_MAX : cost * scale;
 }
 
-std::mutex gHandleMutex;  // guards gStreams, gEvents
+// The globals below are never destroyed (like the Runtime): the runtime's
+// own threads (the fault monitor, the streams' flushers and host function
+// workers) may still use them while exit runs static destructors. The
+// soak found the monitor's pass iterating a destroyed gStreams.
+std::mutex &gHandleMutex = *new std::mutex;  // guards gStreams, gEvents
 // Held shared while forEachLiveStream's caller uses the streams it listed
 // (holding no other lock); taken exclusively by a stream's destruction
 // once the stream is off gStreams, so no listed stream is freed in use.
-std::shared_mutex gStreamUse;
-std::set<const npurtStream_st *> gStreams;
-std::set<const npurtEvent_st *> gEvents;
+std::shared_mutex &gStreamUse = *new std::shared_mutex;
+std::set<const npurtStream_st *> &gStreams = *new std::set<const npurtStream_st *>;
+std::set<const npurtEvent_st *> &gEvents = *new std::set<const npurtEvent_st *>;
 // Bumped when a stream is destroyed: invalidates the threads' cached
 // handle checks (resolveStream).
 std::atomic<uint64_t> gStreamGeneration{0};
@@ -109,15 +113,18 @@ PendingSite &threadCallSite()
 // Interned call sites: a program has a bounded number of them, but a
 // buggy one could make up texts without end, so the table stops growing.
 constexpr size_t kMaxCallSites = 1 << 16;
-std::mutex gSiteMutex;  // guards gSites and the table's growth
-std::unordered_map<std::string, std::unique_ptr<std::string>> gSites;
+// Never destroyed either (reports name call sites).
+std::mutex &gSiteMutex = *new std::mutex;  // guards gSites and the table's growth
+std::unordered_map<std::string, std::unique_ptr<std::string>> &gSites =
+        *new std::unordered_map<std::string, std::unique_ptr<std::string>>;
 // Registered call sites (npurtCallSiteRegister): id n is entry n - 1, read
 // without the lock; entries are written once, before the count covers them.
 std::atomic<const std::string *> gSiteTable[kMaxCallSites];
 std::atomic<uint64_t> gSiteIds{0};
-std::unordered_map<const std::string *, uint64_t> gSiteIdOf;  // guarded by gSiteMutex
-const std::string kTooManySites =
-        "(a call site: more than 65536 distinct ones were given, no more are kept)";
+std::unordered_map<const std::string *, uint64_t> &gSiteIdOf =
+        *new std::unordered_map<const std::string *, uint64_t>;  // guarded by gSiteMutex
+const std::string &kTooManySites = *new std::string(
+        "(a call site: more than 65536 distinct ones were given, no more are kept)");
 
 std::string hex(uint64_t v)
 {

@@ -90,6 +90,7 @@ struct Counters {
 	std::atomic<uint64_t> waitTimeouts{0};  // our own waits that ran out
 	std::atomic<uint64_t> bytesMoved{0};  // bytes copied by verified work
 	std::atomic<uint64_t> opsVerified{0};  // device ops among the verified results
+	std::atomic<uint64_t> callbacks{0};  // error callbacks the runtime made
 };
 
 struct ThreadState {

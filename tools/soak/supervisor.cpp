@@ -578,13 +578,29 @@ int Supervisor::run()
 					                                o_.drainS)) +
 					                        " s of the end");
 				}
-			// Killed: they go within a moment.
-			for (int i = 0; i < o_.procs; i++)
-				if (procs_[i].pid) {
+			// Killed: they go within a moment, unless a thread is
+			// stuck in the kernel (then it is left behind, reported).
+			const uint64_t killEnd = nowNs() + 10000000000ull;
+			for (int i = 0; i < o_.procs; i++) {
+				while (procs_[i].pid) {
 					int status = 0;
-					waitpid(procs_[i].pid, &status, 0);
-					reap(i, status);
+					pid_t r = waitpid(procs_[i].pid, &status, WNOHANG);
+					if (r == procs_[i].pid) {
+						reap(i, status);
+					} else if (nowNs() > killEnd) {
+						fail("worker " + std::to_string(i) + " (pid " +
+						     std::to_string(procs_[i].pid) +
+						     ") did not die of SIGKILL within 10 s: stuck "
+						     "in the "
+						     "kernel\n" +
+						     kernelStacks(procs_[i].pid));
+						procs_[i] = Proc{};
+					} else {
+						pollfd pfd{procs_[i].pidfd, POLLIN, 0};
+						poll(&pfd, 1, 100);
+					}
 				}
+			}
 			break;
 		}
 		poll(pfds.data(), pfds.size(), 200);
@@ -667,6 +683,7 @@ int Supervisor::report()
 		t.waitTimeouts += c.waitTimeouts.load();
 		t.bytesMoved += c.bytesMoved.load();
 		t.opsVerified += c.opsVerified.load();
+		t.callbacks += c.callbacks.load();
 	}
 	if (t.verified.load() == 0)
 		fail("no result was verified");
@@ -714,7 +731,8 @@ int Supervisor::report()
 		  << ", \"launch_failure\": " << t.launchFailures
 		  << ", \"launch_timeout\": " << t.launchTimeouts
 		  << ", \"out_of_memory\": " << t.ooms << ", \"ipc_peer_gone\": " << t.ipcPeerGone
-		  << ", \"recoveries\": " << t.recoveries << "},\n";
+		  << ", \"recoveries\": " << t.recoveries
+		  << ", \"error_callbacks\": " << t.callbacks << "},\n";
 		j << "  \"unexpected_errors\": " << t.unexpected << ",\n";
 		j << "  \"wait_timeouts\": " << t.waitTimeouts << ",\n";
 		j << "  \"leaks_at_end\": " << leaksAtEnd_ << ",\n";

@@ -29,10 +29,11 @@
 namespace soak {
 namespace {
 
-constexpr int kScenarioCount = 10;
+constexpr int kScenarioCount = 13;
 const char *const kScenarioNames[kScenarioCount + 1] = {
-        "copy",      "copy-events", "op",     "op-chain",     "cross-device", "alloc-churn",
-        "host-func", "context",     "legacy", "stream-churn", "ipc"};
+        "copy",          "copy-events", "op",     "op-chain",     "cross-device", "alloc-churn",
+        "host-func",     "context",     "legacy", "stream-churn", "copy-2d",      "copy-strided",
+        "peer-contexts", "ipc"};
 constexpr uint32_t kIpcScenario = kScenarioCount;
 
 uint64_t mix(uint64_t x)
@@ -359,11 +360,24 @@ private:
 		events_.push_back(e);
 		return e;
 	}
+	// Synchronises, or now and then polls with npurtStreamQuery (within
+	// the same time limit).
 	bool sync(npurtStream_t s)
 	{
 		phase(PhaseWait);
-		return ok(npurtStreamSynchronizeTimeout(s, waitMs()),
-		          "npurtStreamSynchronizeTimeout");
+		if (rng_.chance(0.7))
+			return ok(npurtStreamSynchronizeTimeout(s, waitMs()),
+			          "npurtStreamSynchronizeTimeout");
+		const uint64_t deadline = nowNs() + static_cast<uint64_t>(waitMs()) * 1000000ull;
+		for (;;) {
+			npurtError_t e = npurtStreamQuery(s);
+			if (e != npurtErrorNotReady)
+				return ok(e, "npurtStreamQuery");
+			if (nowNs() > deadline)
+				return ok(npurtErrorTimeout, "npurtStreamQuery (polled)");
+			phase(PhaseWait);
+			sched_yield();
+		}
 	}
 	int pickDevice() { return static_cast<int>(rng_.below(static_cast<uint64_t>(ndev_))); }
 
@@ -376,6 +390,9 @@ private:
 	void context();
 	void legacy();
 	void streamChurn();
+	void copy2D();
+	void copyStrided();
+	void peerContexts();
 	bool launch(const npurtOpDesc &d, npurtStream_t s)
 	{
 		phase(PhaseEnqueue);
@@ -409,10 +426,18 @@ private:
 
 void Thread::run()
 {
-	static const int weights[kScenarioCount] = {16, 10, 16, 8, 8, 8, 6, 3, 4, 4};
+	static const int weights[kScenarioCount] = {16, 10, 16, 8, 8, 8, 6, 3, 4, 4, 6, 6, 3};
 	int total = 0;
 	for (int w : weights)
 		total += w;
+	if (tid_ == 0 && slot_ == &sh_->slots[0] && slot_->generation.load() == 1 &&
+	    std::getenv("NPU_SOAK_TEST_WEDGE")) {
+		// The watchdog's own test: this thread stops making progress.
+		std::atomic<uint32_t> never{0};
+		phase(PhaseWait);
+		for (;;)
+			futexWait(&never, 0, 1000000000ull);
+	}
 	while (!stopping()) {
 		int pick = static_cast<int>(rng_.below(static_cast<uint64_t>(total)));
 		uint32_t sc = 0;
@@ -451,8 +476,17 @@ void Thread::run()
 		case 8:
 			legacy();
 			break;
-		default:
+		case 9:
 			streamChurn();
+			break;
+		case 10:
+			copy2D();
+			break;
+		case 11:
+			copyStrided();
+			break;
+		default:
+			peerContexts();
 			break;
 		}
 		if (failed())
@@ -1054,6 +1088,149 @@ void Thread::streamChurn()
 		error_ = npurtSuccess;
 }
 
+// Rows of a pitched host buffer into a pitched device buffer and back into
+// another pitch: the bytes between the rows stay untouched.
+void Thread::copy2D()
+{
+	const int dev = pickDevice();
+	npurtStream_t s = stream(dev, static_cast<int>(rng_.below(2)));
+	if (!s || !ok(npurtSetDevice(dev), "npurtSetDevice"))
+		return;
+	const size_t width = rng_.size(1, 4096), height = rng_.range(1, 256);
+	const size_t sp = width + rng_.below(64), dp = width + rng_.below(64),
+	             hp = width + rng_.below(64);
+	const uint64_t seed = rng_.next();
+	auto *src = hostAlloc(sp * height, static_cast<int>(rng_.below(3)));
+	auto *dst = hostAlloc(hp * height, rng_.chance(0.5) ? 0 : 2);
+	auto *d = static_cast<unsigned char *>(devAlloc(dp * height));
+	if (failed())
+		return;
+	fillBytes(src, sp * height, seed);
+	std::memset(dst, 0xee, hp * height);
+	std::vector<unsigned char> want(hp * height, 0xee);
+	for (size_t r = 0; r < height; r++)
+		std::memcpy(want.data() + r * hp, src + r * sp, width);
+	phase(PhaseEnqueue);
+	if (!ok(npurtMemcpy2DAsync(d, dp, src, sp, width, height, npurtMemcpyHostToDevice, s),
+	        "npurtMemcpy2DAsync") ||
+	    !ok(npurtMemcpy2DAsync(dst, hp, d, dp, width, height, npurtMemcpyDeviceToHost, s),
+	        "npurtMemcpy2DAsync") ||
+	    !sync(s))
+		return;
+	expectBytes(dst, want.data(), hp * height,
+	            "2-D copy of " + std::to_string(height) + " rows of " + std::to_string(width) +
+	                    " bytes on NPU " + std::to_string(dev));
+}
+
+// A transpose and a broadcast by strides, on the device.
+void Thread::copyStrided()
+{
+	const int dev = pickDevice();
+	npurtStream_t s = stream(dev, static_cast<int>(rng_.below(2)));
+	if (!s || !ok(npurtSetDevice(dev), "npurtSetDevice"))
+		return;
+	const size_t m = rng_.range(1, 256), n = rng_.range(1, 256);
+	const size_t es = size_t{1} << rng_.below(4);  // 1, 2, 4 or 8 bytes
+	const bool broadcast = rng_.chance(0.3);
+	const uint64_t seed = rng_.next();
+	auto *h = hostAlloc(m * n * es, 0);
+	auto *back = hostAlloc(m * n * es, rng_.chance(0.5) ? 0 : 2);
+	auto *a = static_cast<unsigned char *>(devAlloc(m * n * es));
+	auto *t = static_cast<unsigned char *>(devAlloc(m * n * es));
+	if (failed())
+		return;
+	fillBytes(h, m * n * es, seed);
+	std::memset(back, 0, m * n * es);
+	// Transpose: (i, j) of the m x n source to (j, i) of the n x m
+	// result. Broadcast: row 0 of the source to every row.
+	const size_t sizes[2] = {m, n};
+	const size_t srcStrides[2] = {broadcast ? 0 : n * es, es};
+	const size_t dstStrides[2] = {broadcast ? n * es : es, broadcast ? es : m * es};
+	std::vector<unsigned char> want(m * n * es);
+	for (size_t i = 0; i < m; i++)
+		for (size_t j = 0; j < n; j++)
+			std::memcpy(want.data() + i * dstStrides[0] + j * dstStrides[1],
+			            h + i * srcStrides[0] + j * srcStrides[1], es);
+	if (!copyAsync(a, h, m * n * es, s))
+		return;
+	phase(PhaseEnqueue);
+	if (!ok(npurtMemcpyStridedAsync(t, dstStrides, a, srcStrides, sizes, 2, es,
+	                                npurtMemcpyDeviceToDevice, s),
+	        "npurtMemcpyStridedAsync") ||
+	    !copyAsync(back, t, m * n * es, s) || !sync(s))
+		return;
+	expectBytes(back, want.data(), m * n * es,
+	            std::string(broadcast ? "broadcast" : "transpose") + " by strides of " +
+	                    std::to_string(m) + "x" + std::to_string(n) + " elements of " +
+	                    std::to_string(es) + " bytes on NPU " + std::to_string(dev));
+}
+
+// Two contexts of their own (of two NPUs, or both of one), one given peer
+// access to the other's memory: an op of the accessor reads the owner's
+// memory on the accessor's engine; the link is undone and both contexts
+// destroyed.
+void Thread::peerContexts()
+{
+	const int d0 = pickDevice(), d1 = pickDevice();
+	npurtContext_t owner = nullptr, accessor = nullptr;
+	npurtStream_t s = nullptr;
+	bool linked = false;
+	const size_t n = rng_.size(1, sh_->maxBytes / 8);
+	const uint64_t seed = rng_.next();
+	std::vector<float> src(n), want(n), got(n, 0.0f);
+	for (size_t i = 0; i < n; i++) {
+		src[i] = static_cast<float>(smallInt(seed, i, 1000));
+		want[i] = -2.0f * src[i];
+	}
+	void *x = nullptr, *y = nullptr;
+	phase(PhaseSetup);
+	if (ok(npurtCtxCreate(&owner, 0, d0), "npurtCtxCreate") &&
+	    ok(npurtCtxCreate(&accessor, 0, d1), "npurtCtxCreate") &&
+	    ok(npurtCtxSetCurrent(owner), "npurtCtxSetCurrent") &&
+	    ok(npurtMalloc(&x, n * 4), "npurtMalloc") &&
+	    ok(npurtMemcpy(x, src.data(), n * 4, npurtMemcpyHostToDevice), "npurtMemcpy") &&
+	    ok(npurtCtxSetCurrent(accessor), "npurtCtxSetCurrent") &&
+	    ok(npurtCtxEnablePeerAccess(owner, 0), "npurtCtxEnablePeerAccess")) {
+		linked = true;
+		npurtOpDesc d{};
+		d.op = npurtOpScale, d.dtype = npurtFloat32, d.outDtype = npurtFloat32;
+		d.n = n, d.alpha = -2.0f;
+		if (ok(npurtMalloc(&y, n * 4), "npurtMalloc") &&
+		    ok(npurtStreamCreateWithFlags(&s, npurtStreamNonBlocking),
+		       "npurtStreamCreateWithFlags")) {
+			d.a = x, d.out = y;
+			if (launch(d, s) && copyAsync(got.data(), y, n * 4, s) && sync(s))
+				expectFloats(got.data(), want,
+				             "an op of NPU " + std::to_string(d1) +
+				                     " on peer memory of NPU " +
+				                     std::to_string(d0));
+		}
+	}
+	phase(PhaseTeardown);
+	if (s) {
+		npurtStreamSynchronizeTimeout(s, waitMs());
+		npurtStreamRecover(s);
+		npurtStreamDestroy(s);
+	}
+	if (linked && npurtCtxDisablePeerAccess(owner) != npurtSuccess) {
+		slot_->c.unexpected++;
+		failure("unexpected error",
+		        std::string("npurtCtxDisablePeerAccess: ") + npurtGetLastErrorMessage());
+	}
+	npurtCtxSetCurrent(nullptr);
+	for (npurtContext_t c : {accessor, owner})
+		if (c && npurtCtxDestroy(c) != npurtSuccess) {
+			slot_->c.unexpected++;
+			failure("unexpected error",
+			        std::string("npurtCtxDestroy: ") + npurtGetLastErrorMessage());
+		}
+	npurtGetLastError();
+	// The failures were on the contexts' streams, gone now.
+	if (failed())
+		slot_->c.recoveries++;
+	error_ = npurtSuccess;
+}
+
 // -- IPC between the processes of a pair ---------------------------------
 
 // The even slot: device memory made by an op behind an IPC event, offered
@@ -1188,19 +1365,37 @@ void Thread::runIpc(bool exporter)
 		npurtEvent_t e = nullptr;
 		bool opened = false;
 		if (s && ok(npurtSetDevice(dev), "npurtSetDevice")) {
-			// A handle of an exporter that died is refused: not a
-			// failure of the runtime.
+			// A handle of an exporter that died is refused with
+			// npurtErrorInvalidHandle (npurt.h): not a failure of the
+			// runtime. The exporter keeps its handles valid while it
+			// waits for the ack, so a refusal while it lives is one.
 			npurtError_t r1 =
 			        npurtIpcOpenMemHandle(&z, mh, npurtIpcMemLazyEnablePeerAccess);
 			npurtError_t r2 = r1 == npurtSuccess ? npurtIpcOpenEventHandle(&e, eh) : r1;
 			if (r1 == npurtSuccess && r2 == npurtSuccess) {
 				opened = true;
-			} else if (exporterGone()) {
-				slot_->c.ipcPeerGone++;
-				npurtGetLastError();
 			} else {
-				ok(r2, r1 == npurtSuccess ? "npurtIpcOpenEventHandle"
-				                          : "npurtIpcOpenMemHandle");
+				const std::string why = npurtGetLastErrorMessage();
+				npurtGetLastError();
+				if (r1 == npurtSuccess)
+					npurtIpcCloseMemHandle(z);
+				// A dead exporter is reaped (its slot's pid cleared,
+				// the mailbox woken) within the supervisor's loop.
+				const uint64_t until = nowNs() + 5000000000ull;
+				while (!exporterGone() && nowNs() < until) {
+					phase(PhaseIpc);
+					futexWait(&box.offer, box.offer.load(), 100000000ull);
+				}
+				if (exporterGone() && r2 == npurtErrorInvalidHandle) {
+					slot_->c.ipcPeerGone++;
+				} else {
+					error_ = r2;
+					slot_->c.unexpected++;
+					failure("unexpected error",
+					        std::string(npurtGetErrorName(r2)) + ": " + why +
+					                (exporterGone() ? " (the exporter is gone)"
+					                                : " (the exporter lives)"));
+				}
 			}
 		}
 		if (opened) {
@@ -1252,6 +1447,11 @@ int runWorker(Shared *sh, int slot, uint32_t generation)
 		me.c.unexpected++;
 		return 1;
 	}
+	// Reports without a call too (the runtime's monitor thread polls the
+	// live streams): counted.
+	npurtSetErrorCallback([](npurtStream_t, npurtError_t, const char *,
+	                         void *user) { static_cast<Slot *>(user)->c.callbacks++; },
+	                      &me);
 	const uint64_t seed = mix(sh->seed ^ (static_cast<uint64_t>(slot) << 32) ^ generation);
 	const int threads = static_cast<int>(sh->threads);
 	const bool paired = (slot ^ 1) < static_cast<int>(sh->procs);

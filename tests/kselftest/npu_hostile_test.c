@@ -52,6 +52,7 @@
 #include "npu_harness.h"
 #include "npu_test_util.h"
 #include "npu_submit_util.h"
+#include "npu_proc_util.h"
 
 #define KIB			1024ULL
 #define MIB			(1024 * KIB)
@@ -163,76 +164,6 @@ attack(enum kind kind, bool refused, const char *fmt, ...)
 }
 
 /* ---- pipes, children and users -------------------------------------- */
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -EPIPE;
-		p += n;
-		len -= n;
-	}
-	return 0;
-}
-
-/* Read exactly @len bytes, waiting at most @ms for each piece. */
-static int read_all(int fd, void *buf, size_t len, long long ms)
-{
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	char *p = buf;
-
-	while (len) {
-		ssize_t n;
-		int ret = poll(&pfd, 1, ms > INT_MAX ? INT_MAX : (int)ms);
-
-		if (ret < 0 && errno == EINTR)
-			continue;
-		if (ret == 0)
-			return -ETIME;
-		if (ret < 0)
-			return -errno;
-		n = read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -EPIPE;
-		p += n;
-		len -= n;
-	}
-	return 0;
-}
-
-/*
- * wait_child() - wait for @pid to end, at most @ms (through a pidfd: no
- * polling). On timeout the child is killed. Return: as npu_wait_child(),
- * or -ETIME.
- */
-static int wait_child(pid_t pid, long long ms)
-{
-	int pfd = syscall(SYS_pidfd_open, pid, 0);
-	int ret = 0;
-
-	if (pfd >= 0) {
-		struct pollfd p = { .fd = pfd, .events = POLLIN };
-
-		do {
-			ret = poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
-		} while (ret < 0 && errno == EINTR);
-		close(pfd);
-		if (ret == 0) {
-			kill(pid, SIGKILL);
-			npu_wait_child(pid);
-			return -ETIME;
-		}
-	}
-	return npu_wait_child(pid);
-}
 
 /* Whether the test can run its two processes as two other users. */
 static bool can_switch_users(void)
@@ -883,10 +814,10 @@ victim_main(const char *path, int desc_w, int cmd_r, int reply_w)
 		v.d.pid = -ret;
 		v.d.uid = (uid_t)-1;
 	}
-	if (write_all(desc_w, &v.d, sizeof(v.d)) || ret)
+	if (npu_write_all(desc_w, &v.d, sizeof(v.d)) || ret)
 		_exit(1);
 	for (;;) {
-		if (read_all(cmd_r, &m, sizeof(m), 3600 * 1000LL))
+		if (npu_read_all(cmd_r, &m, sizeof(m), 3600 * 1000LL))
 			_exit(2);
 		/* A job VC_SUBMIT left: it ends, and the queue moves on. */
 		if (v.pending && m.cmd != VC_SUBMIT) {
@@ -918,7 +849,7 @@ victim_main(const char *path, int desc_w, int cmd_r, int reply_w)
 			ret = victim_try(&v, &m);
 			break;
 		}
-		if (write_all(reply_w, &ret, sizeof(ret)))
+		if (npu_write_all(reply_w, &ret, sizeof(ret)))
 			_exit(3);
 	}
 }
@@ -1077,7 +1008,7 @@ static void scene_start(struct __test_metadata *_metadata,
 	self->s.cmd_w = cmd[1];
 	self->s.reply_r = reply[0];
 	self->scene_live = true;
-	ASSERT_EQ(0, read_all(desc[0], &self->s.d, sizeof(self->s.d), PEER_MS))
+	ASSERT_EQ(0, npu_read_all(desc[0], &self->s.d, sizeof(self->s.d), PEER_MS))
 		TH_LOG("the victim did not describe itself");
 	close(desc[0]);
 	ASSERT_EQ(pid, self->s.d.pid) TH_LOG("victim setup: %s",
@@ -1090,9 +1021,9 @@ static int victim_cmd(FIXTURE_DATA(hostile) *self, enum vcmd cmd, __u64 arg)
 	struct vmsg m = { .cmd = cmd, .arg = arg };
 	int ret, reply;
 
-	ret = write_all(self->s.cmd_w, &m, sizeof(m));
+	ret = npu_write_all(self->s.cmd_w, &m, sizeof(m));
 	if (!ret)
-		ret = read_all(self->s.reply_r, &reply, sizeof(reply), PEER_MS);
+		ret = npu_read_all(self->s.reply_r, &reply, sizeof(reply), PEER_MS);
 	return ret ? ret : reply;
 }
 
@@ -1115,9 +1046,9 @@ static void scene_end(struct __test_metadata *_metadata,
 		TH_LOG("the victim no longer works after %s attacks",
 		       kind_names[kind]);
 	ASSERT_EQ(0, victim_cmd(self, VC_CHECK, 0));
-	ASSERT_EQ(0, write_all(self->s.cmd_w, &(struct vmsg){ .cmd = VC_EXIT },
+	ASSERT_EQ(0, npu_write_all(self->s.cmd_w, &(struct vmsg){ .cmd = VC_EXIT },
 			       sizeof(struct vmsg)));
-	ASSERT_EQ(0, wait_child(self->s.victim, PEER_MS));
+	ASSERT_EQ(0, npu_wait_child_ms(self->s.victim, PEER_MS));
 	self->scene_live = false;
 	close(self->s.cmd_w);
 	close(self->s.reply_r);
@@ -1169,8 +1100,8 @@ static void hold(struct __test_metadata *_metadata, struct attacker *a,
 {
 	int c;
 
-	ASSERT_EQ(0, write_all(a->hold_w, &code, sizeof(code)));
-	ASSERT_EQ(0, read_all(a->hold_r, &c, sizeof(c), 4 * PEER_MS));
+	ASSERT_EQ(0, npu_write_all(a->hold_w, &code, sizeof(code)));
+	ASSERT_EQ(0, npu_read_all(a->hold_r, &c, sizeof(c), 4 * PEER_MS));
 }
 
 typedef void (*attack_fn)(struct __test_metadata *_metadata,
@@ -1227,17 +1158,17 @@ static void run_attacker_held(struct __test_metadata *_metadata,
 	close(to_att[0]);
 	/* Until the attacker ends (its end of the pipe closes). */
 	for (;;) {
-		ret = read_all(to_test[0], &code, sizeof(code), 3600 * 1000LL);
+		ret = npu_read_all(to_test[0], &code, sizeof(code), 3600 * 1000LL);
 		if (ret == -EPIPE)
 			break;
 		ASSERT_EQ(0, ret) TH_LOG("the attacker did not end");
 		ASSERT_NE(NULL, on_hold);
 		on_hold(_metadata, self, code);
-		ASSERT_EQ(0, write_all(to_att[1], &code, sizeof(code)));
+		ASSERT_EQ(0, npu_write_all(to_att[1], &code, sizeof(code)));
 	}
 	close(to_test[0]);
 	close(to_att[1]);
-	ret = wait_child(pid, PEER_MS);
+	ret = npu_wait_child_ms(pid, PEER_MS);
 	ASSERT_EQ(0, ret) TH_LOG("the attacker ended with %d", ret);
 	ASSERT_EQ(before, tally->succeeded[kind])
 		TH_LOG("%lu %s attacks succeeded",
@@ -2479,48 +2410,6 @@ enum held {
 	HELD_NOTHING,			/* could not exhaust safely here */
 };
 
-/* A /proc/meminfo figure in bytes, or 0. */
-static __u64 meminfo(const char *key)
-{
-	char line[128];
-	unsigned long long kb;
-	__u64 val = 0;
-	FILE *f = fopen("/proc/meminfo", "re");
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, key, strlen(key)) &&
-		    sscanf(line + strlen(key), ": %llu kB", &kb) == 1) {
-			val = kb * KIB;
-			break;
-		}
-	}
-	fclose(f);
-	return val;
-}
-
-/* The driver's pinned-RAM budget (module parameter), 0 if it has none. */
-static __u64 pinned_budget(void)
-{
-	unsigned int mb;
-
-	if (npu_read_uint_file("/sys/module/npu/parameters/pinned_mem_mb", &mb))
-		return 0;
-	return (__u64)mb * MIB;
-}
-
-/*
- * The RAM an exhaustion may pin in this machine without putting anyone at
- * risk (the guest is small): what is available, less 384 MiB.
- */
-static __u64 safe_to_pin(void)
-{
-	__u64 avail = meminfo("MemAvailable");
-
-	return avail > 384 * MIB ? avail - 384 * MIB : 0;
-}
-
 /*
  * alloc_until_full() - allocate BOs of @kind, halving the size from @chunk
  * down to a page at each refusal, until even a page is refused or @cap
@@ -2564,7 +2453,7 @@ static void attack_exhaust_memory(struct __test_metadata *_metadata,
 				  struct attacker *a)
 {
 	struct drm_npu_memory_info mi, base;
-	__u64 free_mem, held, budget = pinned_budget();
+	__u64 free_mem, held, budget = npu_pinned_budget();
 	__u32 *h, extra;
 	int n = 0, err, i, ret;
 
@@ -2572,10 +2461,10 @@ static void attack_exhaust_memory(struct __test_metadata *_metadata,
 	ASSERT_NE(NULL, h);
 	ASSERT_EQ(0, npu_query_memory(a->fd, &base));
 	free_mem = base.capacity - base.used;
-	if (free_mem > safe_to_pin() && (!budget || budget > safe_to_pin())) {
+	if (free_mem > npu_safe_to_pin() && (!budget || budget > npu_safe_to_pin())) {
 		printf("# exhaust-device-memory: %llu MiB free on the device, %llu MiB safe to pin here: not filled\n",
 		       (unsigned long long)(free_mem / MIB),
-		       (unsigned long long)(safe_to_pin() / MIB));
+		       (unsigned long long)(npu_safe_to_pin() / MIB));
 		ret = npu_bo_create(a->fd, free_mem + a->page,
 				    DRM_NPU_BO_DEVICE, &extra);
 		attack(K_EXHAUST_MEMORY, ret == -ENOMEM,
@@ -2671,8 +2560,8 @@ static void attack_exhaust_pinned(struct __test_metadata *_metadata,
 	}
 
 	/* HOST BOs: the driver's pinned budget, not the attacker's rlimit. */
-	budget = pinned_budget();
-	safe = safe_to_pin();
+	budget = npu_pinned_budget();
+	safe = npu_safe_to_pin();
 	if (budget > safe) {
 		printf("# exhaust-pinned-memory: a pinned budget of %llu MiB, %llu MiB safe to pin here: HOST part skipped\n",
 		       (unsigned long long)(budget / MIB),

@@ -92,6 +92,9 @@ npurtError_t errorFromErrno(int err)
 	case ERANGE:
 		return npurtErrorInvalidValue;
 	case ENOMEM:
+	// A driver limit on what one context holds (VM_BIND past
+	// DRM_NPU_MAX_MAPPINGS); the message names the call and strerror.
+	case ENOSPC:
 		return npurtErrorMemoryAllocation;
 	case ENOENT:
 	case ENODEV:

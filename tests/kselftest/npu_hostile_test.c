@@ -22,6 +22,17 @@
  * working. Attacks are counted by kind; the last test prints the table
  * ("hostile: N attacks of K kinds, 0 succeeded").
  *
+ * The exhaustion scenes hold what they exhausted while the test checks
+ * the victim, and each limit must answer with its errno: device memory and
+ * the driver's pinned budget (pinned_mem_mb) -ENOMEM, shared, so the
+ * victim's new BOs fail too while its old ones work; userptr pins the
+ * attacker's RLIMIT_MEMLOCK, -ENOMEM; per file 256 queues and 65536
+ * mappings, -ENOSPC; per file 4096 jobs or 64 MiB of commands in flight,
+ * -EAGAIN. Fills that pin RAM run only where the machine can spare it.
+ * Run as root, the two processes are two other users sharing the node's
+ * group; otherwise they are the caller's user and the process-boundary
+ * scene is skipped.
+ *
  * Nothing here sleeps to synchronise: victim, attacker and test talk
  * through pipes, and every wait has a timeout.
  */
@@ -1344,20 +1355,16 @@ static void attack_handles(struct __test_metadata *_metadata,
 
 /* ---- mmap-offsets ---------------------------------------------------- */
 
-/* mmap of @off on @fd must fail; an unexpected mapping is checked. */
-static void try_mmap(struct attacker *a, int fd, __u64 off, size_t len,
-		     int prot, int flags, const char *what)
+/* An mmap of offset @off through @fd, which must fail. */
+static void try_mmap(int fd, __u64 off, size_t len, int prot, int flags,
+		     const char *what)
 {
 	void *p = mmap(NULL, len, prot, flags, fd, (off_t)off);
-	int err = errno;
 
-	if (attack(K_MMAP, p == MAP_FAILED,
-		   "%s: mmap of offset 0x%llx (%zu bytes, prot %d flags 0x%x) succeeded",
-		   what, (unsigned long long)off, len, prot, flags))
-		return;
-	(void)a;
-	(void)err;
-	munmap(p, len);
+	if (!attack(K_MMAP, p == MAP_FAILED,
+		    "%s: mmap of offset 0x%llx (%zu bytes, prot %d flags 0x%x) succeeded",
+		    what, (unsigned long long)off, len, prot, flags))
+		munmap(p, len);
 }
 
 static void attack_mmap(struct __test_metadata *_metadata, struct attacker *a)
@@ -1379,20 +1386,20 @@ static void attack_mmap(struct __test_metadata *_metadata, struct attacker *a)
 		hi = off + a->v->size[i] > hi ? off + a->v->size[i] : hi;
 		for (p = 0; p < 2; p++)
 			for (f = 0; f < 2; f++)
-				try_mmap(a, a->fd, off, a->v->size[i], prots[p],
+				try_mmap(a->fd, off, a->v->size[i], prots[p],
 					 flags[f], "the victim's BO");
 		/* Inside the BO, and one page of it. */
-		try_mmap(a, a->fd, off + a->page, a->page, PROT_READ,
+		try_mmap(a->fd, off + a->page, a->page, PROT_READ,
 			 MAP_SHARED, "a page inside the victim's BO");
 		if (a->fd_other >= 0)
-			try_mmap(a, a->fd_other, off, a->v->size[i], PROT_READ,
+			try_mmap(a->fd_other, off, a->v->size[i], PROT_READ,
 				 MAP_SHARED, "through another device");
 	}
 	ASSERT_NE(0ULL, hi);
 	/* Every page around the victim's offsets, as a guesser would. */
 	for (off = lo > 64 * a->page ? lo - 64 * a->page : 0;
 	     off < hi + 64 * a->page; off += a->page)
-		try_mmap(a, a->fd, off, a->page, PROT_READ, MAP_SHARED,
+		try_mmap(a->fd, off, a->page, PROT_READ, MAP_SHARED,
 			 "a guessed offset");
 
 	/*
@@ -1402,9 +1409,9 @@ static void attack_mmap(struct __test_metadata *_metadata, struct attacker *a)
 	ASSERT_EQ(0, npu_bo_create(a->fd, a->page, DRM_NPU_BO_DEVICE, &own));
 	ASSERT_EQ(0, npu_bo_info(a->fd, own, &bi));
 	own_off = bi.mmap_offset;
-	try_mmap(a, a->fd, own_off, 2 * a->page, PROT_READ, MAP_SHARED,
+	try_mmap(a->fd, own_off, 2 * a->page, PROT_READ, MAP_SHARED,
 		 "longer than the attacker's own BO");
-	try_mmap(a, a->fd, own_off, (size_t)(hi - own_off) + a->page,
+	try_mmap(a->fd, own_off, (size_t)(hi - own_off) + a->page,
 		 PROT_READ, MAP_SHARED, "from its own BO over the victim's");
 	m = mmap(NULL, a->page, PROT_READ, MAP_SHARED, a->fd, (off_t)own_off);
 	ASSERT_NE(MAP_FAILED, m);

@@ -98,22 +98,22 @@ const char *const fz_op_name[OP_COUNT] = {
         [OP_REOPEN] = "reopen",
 };
 
-/* Relative frequency of each op in fresh genomes (per 10000). */
+/* Relative frequency of each op in fresh genomes. */
 const unsigned fz_op_weight[OP_COUNT] = {
         [OP_QUERY] = 350,
-        [OP_BO_CREATE] = 650,
-        [OP_BO_USERPTR] = 220,
+        [OP_BO_CREATE] = 450,
+        [OP_BO_USERPTR] = 160,
         [OP_BO_INFO] = 350,
-        [OP_VM_MAP] = 900,
-        [OP_VM_UNMAP] = 380,
+        [OP_VM_MAP] = 800,
+        [OP_VM_UNMAP] = 330,
         [OP_VM_ACCESS] = 550,
         [OP_CONTEXT_INFO] = 120,
         [OP_QUEUE_CREATE] = 220,
         [OP_QUEUE_DESTROY] = 110,
-        [OP_SUBMIT] = 2800,
+        [OP_SUBMIT] = 3200,
         [OP_QUEUE_STATUS] = 380,
         [OP_QUEUE_RESET] = 180,
-        [OP_GEM_CLOSE] = 380,
+        [OP_GEM_CLOSE] = 300,
         [OP_PRIME_EXPORT] = 140,
         [OP_PRIME_IMPORT] = 140,
         [OP_SYNCOBJ_CREATE] = 150,

@@ -2509,6 +2509,41 @@ static void attack_exhaust_memory(struct __test_metadata *_metadata,
 }
 
 /*
+ * One-page HOST BOs until the budget refuses: each costs RAM beyond its
+ * page (its GEM and shmem objects), which the budget must count too, or
+ * the RAM they take passes it by half as much again. Stops early (and
+ * fails) if the machine's memory runs low first.
+ */
+static void exhaust_small_bos(struct __test_metadata *_metadata,
+			      struct attacker *a, __u64 budget)
+{
+	__u64 avail0 = npu_meminfo("MemAvailable"), used;
+	int max = budget / a->page + 1, n, i, ret = 0;
+	__u32 *h;
+
+	h = calloc(max, sizeof(*h));
+	ASSERT_NE(NULL, h);
+	for (n = 0; n < max; n++) {
+		ret = npu_bo_create(a->fd, a->page, DRM_NPU_BO_HOST, &h[n]);
+		if (ret)
+			break;
+		if (n % 4096 == 4095 && npu_meminfo("MemAvailable") < 384 * MIB)
+			break;
+	}
+	used = avail0 - npu_meminfo("MemAvailable");
+	printf("# exhaust-pinned-memory: %d one-page HOST BOs took %llu MiB of RAM (budget %llu MiB), then %d\n",
+	       n, (unsigned long long)(used / MIB),
+	       (unsigned long long)(budget / MIB), ret);
+	attack(K_EXHAUST_PINNED, ret == -ENOMEM && used <= budget + budget / 8,
+	       "%d one-page HOST BOs took %llu MiB of RAM against a budget of %llu MiB",
+	       n, (unsigned long long)(used / MIB),
+	       (unsigned long long)(budget / MIB));
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(0, npu_gem_close(a->fd, h[i]));
+	free(h);
+}
+
+/*
  * Pinned memory: userptr pins count against the attacker's
  * RLIMIT_MEMLOCK (whichever of its files pins them), and the driver's own
  * pinned host memory (HOST BOs) against its pinned budget.
@@ -2591,6 +2626,7 @@ static void attack_exhaust_pinned(struct __test_metadata *_metadata,
 	for (i = 0; i < nb; i++)
 		ASSERT_EQ(0, npu_gem_close(a->fd, hb[i]));
 	free(hb);
+	exhaust_small_bos(_metadata, a, budget);
 }
 
 #define EXHAUST_FILES		4

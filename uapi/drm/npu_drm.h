@@ -243,9 +243,9 @@ enum drm_npu_bo_kind {
  * HOST BO larger than the machine's RAM, or when the RAM that DEVICE and
  * HOST BOs of every context and device pin together would pass the
  * driver's budget (the module parameter pinned_mem_mb, half of RAM unless
- * set; /sys/module/npu/parameters/pinned_mem_mb shows it): pinned memory
- * cannot be reclaimed, and one user must not take it all. Nothing is left
- * behind.
+ * set; /sys/module/npu/parameters/pinned_mem_mb shows it; each BO counts a
+ * page more, for its bookkeeping): pinned memory cannot be reclaimed, and
+ * one user must not take it all. Nothing is left behind.
  */
 struct drm_npu_bo_create {
 	__u64 size;

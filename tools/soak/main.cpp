@@ -46,8 +46,10 @@ void usage(FILE *f)
 	        "  --kill-every S     mean seconds between kills (default 2)\n"
 	        "  --no-inject        no fault, hang or latency injection\n"
 	        "  --no-kill          no kills\n"
-	        "  --wedge S          a thread without progress for S seconds is wedged (60)\n"
-	        "  --drain S          seconds workers get to exit after the end (60)\n"
+	        "  --wedge S          a thread without progress for S seconds is wedged (default:\n"
+	        "                     60, or 10 job timeouts + 40 s if longer)\n"
+	        "  --drain S          seconds workers get to exit after the end (default: 60, or\n"
+	        "                     20 job timeouts if longer)\n"
 	        "  --settle S         seconds the driver's counters get to come back (30)\n"
 	        "  --json FILE        write the figures as JSON\n"
 	        "  --unload-check KO  after the soak, unload npu (it must unload and print no\n"
@@ -151,7 +153,7 @@ int main(int argc, char **argv)
 	}
 	if (o.procs < 1 || o.procs > soak::kMaxProcs || o.threads < 1 ||
 	    o.threads > soak::kMaxThreads - 1 || o.maxBytes < 64 || o.injectEveryS <= 0 ||
-	    o.killEveryS <= 0 || o.wedgeS < 1) {
+	    o.killEveryS <= 0 || (o.wedgeS > 0 && o.wedgeS < 1)) {
 		std::fprintf(stderr, "npu-soak: an option is out of range\n");
 		usage(stderr);
 		return 2;

@@ -173,8 +173,10 @@ struct Options {
 	bool kill = true;  // SIGKILL random workers and restart them
 	double injectEveryS = 0.4;  // mean time between injector actions
 	double killEveryS = 2.0;  // mean time between kills
-	double wedgeS = 60;  // a thread without progress this long is wedged
-	double drainS = 60;  // time workers get to finish after the end
+	// 0: from the job timeout (a worker's waits are bounded by 10 job
+	// timeouts, at least 20 s; the watchdog and the drain allow more).
+	double wedgeS = 0;  // a thread without progress this long is wedged
+	double drainS = 0;  // time workers get to finish after the end
 	double settleS = 30;  // time the driver's counters get to come back
 	uint32_t maxBytes = 4u << 20;
 	const char *json = nullptr;  // the report's JSON file

@@ -128,7 +128,8 @@ std::string kernelStacks(pid_t pid)
 		std::getline(comm, name);
 		while (std::getline(st, line))
 			stack += "      " + line + "\n";
-		out += "    task " + std::string(e->d_name) + " (" + name + ")\n" + stack;
+		out.append("    task ").append(e->d_name).append(" (").append(name).append(")\n");
+		out += stack;
 	}
 	closedir(d);
 	return out;
@@ -170,10 +171,8 @@ private:
 	const char *self_;
 	std::mt19937_64 rng_;
 	Shared *sh_ = nullptr;
-	int shmFd_ = -1;
+	double wedgeS_ = 60, drainS_ = 60;
 	std::vector<std::string> dirs_;
-	bool knobs_ = false;
-	bool injecting_ = false;
 	std::vector<Proc> procs_;
 	std::mutex procMutex_;  // procs_ and the pids: reaping and killing
 	std::mutex failMutex_;
@@ -182,7 +181,6 @@ private:
 	// Injector.
 	std::mutex injMutex_;
 	std::condition_variable injCv_;
-	bool injStop_ = false;
 	std::vector<long> faults_, hangs_, latencies_;
 	std::vector<long> faultsLeft_, hangsLeft_;
 	long kills_ = 0;
@@ -190,15 +188,19 @@ private:
 	// Figures.
 	uint64_t t0_ = 0, tEnd_ = 0;
 	double procSeconds_ = 0;
-	long started_ = 0, crashed_ = 0, wedged_ = 0, exitedEarly_ = 0, stragglers_ = 0;
-	std::vector<DeviceCounters> base_, end_;
-	int leaksAtEnd_ = 0;
-	long resetsDelta_ = 0, consumed_ = 0;
-	std::vector<std::string> kernelReports_;
-	bool kernelLogRead_ = false;
-	UnloadResult unload_;
-	bool unloadTried_ = false;
 	double lastProgress_ = 0;
+	long started_ = 0, crashed_ = 0, wedged_ = 0, exitedEarly_ = 0, stragglers_ = 0;
+	long resetsDelta_ = 0, consumed_ = 0;
+	std::vector<DeviceCounters> base_, end_;
+	std::vector<std::string> kernelReports_;
+	UnloadResult unload_;
+	int shmFd_ = -1;
+	int leaksAtEnd_ = 0;
+	bool knobs_ = false;
+	bool injecting_ = false;
+	bool injStop_ = false;
+	bool kernelLogRead_ = false;
+	bool unloadTried_ = false;
 };
 
 bool Supervisor::start(int slot)
@@ -315,7 +317,7 @@ void Supervisor::watchdog()
 {
 	std::lock_guard<std::mutex> lock(procMutex_);
 	const uint64_t now = nowNs();
-	const uint64_t limit = static_cast<uint64_t>(o_.wedgeS * 1e9);
+	const uint64_t limit = static_cast<uint64_t>(wedgeS_ * 1e9);
 	for (int i = 0; i < o_.procs; i++) {
 		Proc &p = procs_[i];
 		if (!p.pid || p.wedged || p.killedByUs)
@@ -329,10 +331,10 @@ void Supervisor::watchdog()
 		for (int t = 0; t < threadsOf(i); t++) {
 			uint64_t hb = s.threads[t].heartbeatNs.load();
 			if (hb && now > hb && now - hb > limit) {
-				reportWedged(
-				        i,
-				        "thread " + std::to_string(t) + " made no progress for " +
-				                std::to_string(static_cast<int>(o_.wedgeS)) + " s");
+				reportWedged(i, "thread " + std::to_string(t) +
+				                        " made no progress for " +
+				                        std::to_string(static_cast<int>(wedgeS_)) +
+				                        " s");
 				break;
 			}
 		}
@@ -509,6 +511,11 @@ int Supervisor::run()
 	sh_->seed = seed;
 	sh_->jobTimeoutMs = static_cast<uint32_t>(moduleParam("job_timeout_ms", 2000));
 	sh_->maxBytes = o_.maxBytes;
+	// A worker's longest wait (its waitMs()) is 10 job timeouts, at least
+	// 20 s: a thread is wedged only well past it.
+	const double waitS = std::max(20.0, 10.0 * sh_->jobTimeoutMs / 1000.0);
+	wedgeS_ = o_.wedgeS > 0 ? o_.wedgeS : std::max(60.0, waitS + 40.0);
+	drainS_ = o_.drainS > 0 ? o_.drainS : std::max(60.0, 2 * waitS);
 	std::fprintf(stderr,
 	             "npu-soak: %d processes x %d threads on %zu NPUs for %.0f s, seed %llu%s%s\n",
 	             o_.procs, o_.threads, nd, o_.seconds, static_cast<unsigned long long>(seed),
@@ -555,7 +562,7 @@ int Supervisor::run()
 	if (injThread.joinable())
 		injThread.join();
 	sh_->stop.store(1);
-	const uint64_t drainEnd = nowNs() + static_cast<uint64_t>(o_.drainS * 1e9);
+	const uint64_t drainEnd = nowNs() + static_cast<uint64_t>(drainS_ * 1e9);
 	for (;;) {
 		reapAll();
 		watchdog();
@@ -574,8 +581,8 @@ int Supervisor::run()
 				if (procs_[i].pid && !procs_[i].wedged) {
 					stragglers_++;
 					reportWedged(i, "it did not finish within " +
-					                        std::to_string(static_cast<int>(
-					                                o_.drainS)) +
+					                        std::to_string(
+					                                static_cast<int>(drainS_)) +
 					                        " s of the end");
 				}
 			// Killed: they go within a moment, unless a thread is

@@ -1456,6 +1456,7 @@ int runWorker(Shared *sh, int slot, uint32_t generation)
 	const int threads = static_cast<int>(sh->threads);
 	const bool paired = (slot ^ 1) < static_cast<int>(sh->procs);
 	std::vector<std::thread> pool;
+	pool.reserve(static_cast<size_t>(threads) + 1);
 	for (int t = 0; t < threads + (paired ? 1 : 0); t++)
 		pool.emplace_back([sh, &me, t, threads, seed, slot] {
 			Thread th(sh, &me, t, mix(seed + static_cast<uint64_t>(t)));

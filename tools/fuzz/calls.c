@@ -64,6 +64,7 @@ const char *const fz_kind_name[K_COUNT] = {
         [K_MADVISE] = "madvise",
         [K_FORK] = "fork",
         [K_REOPEN] = "reopen",
+        [K_INJECT] = "inject (debugfs)",
 };
 
 const char *const fz_op_name[OP_COUNT] = {
@@ -96,6 +97,7 @@ const char *const fz_op_name[OP_COUNT] = {
         [OP_HOST_REMAP] = "host_remap",
         [OP_FORK] = "fork",
         [OP_REOPEN] = "reopen",
+        [OP_INJECT] = "inject",
 };
 
 /* Relative frequency of each op in fresh genomes. */
@@ -129,6 +131,7 @@ const unsigned fz_op_weight[OP_COUNT] = {
         [OP_HOST_REMAP] = 20,
         [OP_FORK] = 3,
         [OP_REOPEN] = 4,
+        [OP_INJECT] = 12,
 };
 
 /* One genome in four carries a mutation. */
@@ -278,6 +281,8 @@ static bool errno_ok(struct fz_ctx *c, unsigned kind, int err, bool stale)
 		ok |= MUTATED_ERRNOS;
 	if (c->bad_fd)
 		ok |= E(EBADF);
+	if (kind == K_INJECT)
+		return true; /* not the driver's answer: only counted */
 	if (kind == K_FORK || kind == K_MMAP || kind == K_MUNMAP || kind == K_MADVISE)
 		ok |= E(EINVAL) | E(ENOMEM) | E(EAGAIN);
 	return (ok >> err) & 1;
@@ -319,7 +324,7 @@ static void rec_end(struct fz_ctx *c, struct fz_rec *r, unsigned kind, int err, 
 		fz_fail(c, "%s returned %s (%d)%s%s", fz_kind_name[kind], strerror(err), err,
 		        c->mutated ? " after a mutation" : " for a valid call",
 		        stale ? " (pool changed meanwhile)" : "");
-	else if (!err && c->must_fail)
+	else if (!err && c->must_fail && !(c->must_fail_pool && stale))
 		fz_fail(c, "%s accepted what the uAPI refuses: %s", fz_kind_name[kind],
 		        c->why ? c->why : "a non-zero reserved field or an unknown flag");
 }
@@ -370,6 +375,7 @@ static void op_begin(struct fz_ctx *c)
 	c->bad_ptr = false;
 	c->bad_fd = false;
 	c->must_fail = false;
+	c->must_fail_pool = false;
 	c->invalid = false;
 	c->why = NULL;
 }
@@ -2489,6 +2495,32 @@ static void op_fork(struct fz_ctx *c, struct fz_fd *f)
 		fz_fail(c, "a forked child ended with status 0x%x", status);
 }
 
+/*
+ * Arms the device's fault injection (debugfs): the next job on it faults,
+ * rarely hangs until the watchdog; every queue, context and process on the
+ * device sees the engine reset.
+ */
+static void op_inject(struct fz_ctx *c, struct fz_fd *f)
+{
+	const struct fz_node *n = &c->p->nodes[f->node];
+	bool hang = fz_one_in(&c->lr, 32);
+	char path[sizeof(n->debugfs) + 16];
+	struct fz_rec *r;
+	int fd, err = 0;
+
+	if (!n->debugfs[0])
+		return;
+	snprintf(path, sizeof(path), "%s/%s", n->debugfs, hang ? "inject_hang" : "inject_fault");
+	atomic_store(&c->shm->injected, 1);
+	r = rec_begin(c, K_INJECT, hang, (uint64_t)f->node, 0, 0);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "1", 1) != 1)
+		err = errno;
+	if (fd >= 0)
+		close(fd);
+	rec_end(c, r, K_INJECT, err, true);
+}
+
 static void (*const fz_ops[OP_COUNT])(struct fz_ctx *, struct fz_fd *) = {
         [OP_QUERY] = op_query,
         [OP_BO_CREATE] = op_bo_create,
@@ -2519,6 +2551,7 @@ static void (*const fz_ops[OP_COUNT])(struct fz_ctx *, struct fz_fd *) = {
         [OP_HOST_REMAP] = op_host_remap,
         [OP_FORK] = op_fork,
         [OP_REOPEN] = op_reopen,
+        [OP_INJECT] = op_inject,
 };
 
 void fz_exec(struct fz_ctx *c, uint64_t desc)

@@ -85,6 +85,7 @@ enum fz_kind {
 	K_MADVISE,
 	K_FORK,
 	K_REOPEN,
+	K_INJECT,
 	K_COUNT
 };
 
@@ -119,6 +120,7 @@ enum fz_op {
 	OP_HOST_REMAP,
 	OP_FORK,
 	OP_REOPEN,
+	OP_INJECT,
 	OP_COUNT
 };
 
@@ -206,6 +208,7 @@ struct fz_shm {
 	_Atomic int failures;
 	_Atomic uint64_t pcs;
 	_Atomic uint64_t corpus;
+	_Atomic int injected; /* fault injection was armed: disarm it at the end */
 	_Atomic int print_lock;
 	int procs, threads;
 	struct fz_tshm t[FZ_MAX_PROCS][FZ_MAX_THREADS];
@@ -277,6 +280,7 @@ struct fz_node {
 	char path[288];
 	struct drm_npu_device_info info;
 	uint32_t engine_class[32];
+	char debugfs[300]; /* its debugfs folder (fault injection), or "" */
 };
 
 enum fz_syncfd_kind { SF_NONE, SF_SYNC_FILE, SF_SYNCOBJ };
@@ -341,6 +345,7 @@ struct fz_ctx {
 	bool bad_fd; /* ... of a file descriptor argument */
 	bool must_fail; /* ... that the driver must refuse (pad, unknown flag) */
 	const char *why; /* ... and what it was */
+	bool must_fail_pool; /* ... if the pool's view of the object was right */
 	bool invalid; /* no live object to build a valid call from */
 	bool pkt_mut; /* the mutation is for a packet of the command buffer */
 	const void *arg; /* the ioctl's argument while it runs, for reports */

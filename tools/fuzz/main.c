@@ -75,6 +75,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -326,6 +327,70 @@ static int node_cmp(const void *a, const void *b)
 	return (int)x->info.device_index - (int)y->info.device_index;
 }
 
+/*
+ * The device's debugfs folder: dri/MINOR for a render node, accel/MINOR or
+ * accel/DEVICE for an accel node; the one with the fault injection files.
+ */
+static void find_debugfs(int fd, char *buf, size_t len)
+{
+	char link[128], dev[256], probe[400];
+	const char *root, *name;
+	struct stat st;
+	ssize_t n;
+	int i;
+
+	buf[0] = 0;
+	if (fstat(fd, &st) || !S_ISCHR(st.st_mode))
+		return;
+	root = major(st.st_rdev) == 226 ? "/sys/kernel/debug/dri" : "/sys/kernel/debug/accel";
+	snprintf(link, sizeof(link), "/sys/dev/char/%u:%u/device", major(st.st_rdev),
+	         minor(st.st_rdev));
+	n = readlink(link, dev, sizeof(dev) - 1);
+	dev[n > 0 ? n : 0] = 0;
+	name = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
+	for (i = 0; i < 2; i++) {
+		if (i == 0)
+			snprintf(buf, len, "%s/%u", root, minor(st.st_rdev));
+		else
+			snprintf(buf, len, "%s/%s", root, name);
+		snprintf(probe, sizeof(probe), "%s/inject_fault", buf);
+		if (!access(probe, W_OK))
+			return;
+	}
+	buf[0] = 0;
+}
+
+/* Disarms what fault injection is still armed after the run. */
+static void disarm_injection(void)
+{
+	static const char *const roots[] = {"/sys/kernel/debug/dri", "/sys/kernel/debug/accel"};
+	static const char *const files[] = {"inject_fault", "inject_hang"};
+	unsigned r, f;
+
+	for (r = 0; r < 2; r++) {
+		DIR *d = opendir(roots[r]);
+		struct dirent *de;
+
+		while (d && (de = readdir(d))) {
+			for (f = 0; f < 2; f++) {
+				char path[512];
+				int fd;
+
+				snprintf(path, sizeof(path), "%s/%s/%s", roots[r], de->d_name,
+				         files[f]);
+				fd = open(path, O_WRONLY | O_CLOEXEC);
+				if (fd < 0)
+					continue;
+				if (write(fd, "0", 1) != 1)
+					fprintf(stderr, "npu-fuzz: cannot disarm %s\n", path);
+				close(fd);
+			}
+		}
+		if (d)
+			closedir(d);
+	}
+}
+
 static void scan_nodes(struct fz_proc *p, const char *dir, const char *prefix)
 {
 	DIR *d = opendir(dir);
@@ -366,6 +431,7 @@ static void scan_nodes(struct fz_proc *p, const char *dir, const char *prefix)
 		}
 		for (i = 0; i < n->info.num_engines; i++)
 			n->engine_class[eng[i].engine_id & 31] = eng[i].engine_class;
+		find_debugfs(fd, n->debugfs, sizeof(n->debugfs));
 		close(fd);
 		p->nnodes++;
 	}
@@ -537,6 +603,93 @@ static int worker_main(int pi)
 }
 
 /* --- the monitor (the parent process) -------------------------------- */
+
+/* What a device holds: after the run it must hold what it held before. */
+struct dev_state {
+	uint64_t used, bos, queues;
+};
+
+static bool dev_state(const struct fz_node *n, struct dev_state *st)
+{
+	struct drm_npu_memory_info mem = {0};
+	struct drm_npu_device_stats ds = {0};
+	struct drm_npu_query q = {.query = DRM_NPU_QUERY_MEMORY};
+	int fd = open(n->path, O_RDWR | O_CLOEXEC);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	q.data_ptr = (uintptr_t)&mem;
+	q.size = sizeof(mem);
+	ok = !ioctl(fd, DRM_IOCTL_NPU_QUERY, &q);
+	q = (struct drm_npu_query){.query = DRM_NPU_QUERY_DEVICE_STATS,
+	                           .data_ptr = (uintptr_t)&ds,
+	                           .size = sizeof(ds)};
+	ok = ok && !ioctl(fd, DRM_IOCTL_NPU_QUERY, &q);
+	close(fd);
+	st->used = mem.used;
+	st->bos = mem.bo_count;
+	st->queues = ds.queues;
+	return ok;
+}
+
+static struct fz_proc *nodes; /* the parent's list of the npu nodes */
+static struct dev_state baseline[FZ_MAX_NODES];
+static int leaks;
+
+static void take_baseline(void)
+{
+	int i;
+
+	nodes = calloc(1, sizeof(*nodes));
+	if (!nodes)
+		return;
+	scan_nodes(nodes, "/dev/accel", "accel");
+	scan_nodes(nodes, "/dev/dri", "renderD");
+	for (i = 0; i < nodes->nnodes; i++)
+		dev_state(&nodes->nodes[i], &baseline[i]);
+}
+
+/*
+ * Once every worker has exited, the jobs they left finish (bounded by the
+ * job timeout) and every device must be back where it was: no BO, byte of
+ * device memory or queue left behind.
+ */
+static void check_leaks(void)
+{
+	uint64_t deadline = fz_now_ns() + (uint64_t)(opts.hang_timeout * 1e9);
+	struct dev_state st;
+	int i;
+
+	if (!nodes)
+		return;
+	for (i = 0; i < nodes->nnodes; i++) {
+		for (;;) {
+			bool ok = dev_state(&nodes->nodes[i], &st);
+
+			if (!ok || (st.bos == baseline[i].bos && st.used == baseline[i].used &&
+			            st.queues == baseline[i].queues))
+				break;
+			if (fz_now_ns() > deadline) {
+				leaks++;
+				fprintf(stderr,
+				        "npu-fuzz: FAILURE: %s holds %llu BOs, %llu bytes of "
+				        "device memory "
+				        "and %llu queues %.0f s after the run (before it: %llu, "
+				        "%llu, "
+				        "%llu): a leak or a job that never ended\n",
+				        nodes->nodes[i].path, (unsigned long long)st.bos,
+				        (unsigned long long)st.used, (unsigned long long)st.queues,
+				        opts.hang_timeout, (unsigned long long)baseline[i].bos,
+				        (unsigned long long)baseline[i].used,
+				        (unsigned long long)baseline[i].queues);
+				break;
+			}
+			/* Jobs drain asynchronously: look again shortly (bounded above). */
+			poll(NULL, 0, 20);
+		}
+	}
+}
 
 /* What tools/vm-logcheck fails a run on, and the banners it lets pass. */
 static const char *const report_patterns[] = {
@@ -922,13 +1075,14 @@ static void json_summary(FILE *f, const struct totals *s, const char *mode, doub
 	        "\"fds\": %d, \"seconds\": %.1f, \"ops\": %llu, \"calls\": %llu, \"accepted\": "
 	        "%llu, "
 	        "\"calls_per_s\": %.0f, \"distinct_error_paths\": %u, \"kcov_pcs\": %llu, "
-	        "\"corpus\": %llu, \"kernel_reports\": %d, \"failures\": %d, \"ok\": %s, "
+	        "\"corpus\": %llu, \"kernel_reports\": %d, \"leaks\": %d, \"failures\": %d, "
+	        "\"ok\": %s, "
 	        "\"per_call\": {",
 	        (unsigned long long)opts.seed, mode, opts.procs, opts.threads, opts.fds, secs,
 	        (unsigned long long)s->ops, (unsigned long long)s->all,
 	        (unsigned long long)s->all_ok, secs > 0 ? (double)s->all / secs : 0, s->paths,
 	        (unsigned long long)atomic_load(&shm->pcs),
-	        (unsigned long long)atomic_load(&shm->corpus), kernel_reports, failures,
+	        (unsigned long long)atomic_load(&shm->corpus), kernel_reports, leaks, failures,
 	        ok ? "true" : "false");
 	for (k = 0; k < K_COUNT; k++) {
 		bool efirst = true;
@@ -975,6 +1129,8 @@ static void report(const char *mode, double secs, int failures, bool ok)
 	else
 		printf("  KCOV PCs:              n/a\n");
 	printf("  kernel reports:        %d\n", kernel_reports);
+	printf("  left behind:           %s\n",
+	       leaks ? "yes (see above)" : "nothing (BOs, device memory, queues)");
 	printf("  failures:              %d\n", failures);
 	printf("  %-24s %12s %12s  %s\n", "call", "made", "accepted", "errnos seen");
 	for (k = 0; k < K_COUNT; k++) {
@@ -1063,6 +1219,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "npu-fuzz: cannot read /dev/kmsg (%s): kernel reports go unseen\n",
 		        strerror(errno));
 
+	take_baseline();
 	start = fz_now_ns();
 	if (opts.seconds)
 		stop_at = start + (uint64_t)(opts.seconds * 1e9);
@@ -1123,11 +1280,17 @@ int main(int argc, char **argv)
 			stopped_at = now;
 		}
 	}
+	if (kfd >= 0)
+		drain_kmsg(kfd);
+	if (atomic_load(&shm->injected))
+		disarm_injection();
+	if (!m.no_node)
+		check_leaks();
 	if (kfd >= 0) {
 		drain_kmsg(kfd);
 		close(kfd);
 	}
-	failures = atomic_load(&shm->failures) + m.hangs + m.crashes + kernel_reports;
+	failures = atomic_load(&shm->failures) + m.hangs + m.crashes + kernel_reports + leaks;
 	ok = !failures && !m.no_node;
 	if (m.no_node)
 		return 2;

@@ -595,7 +595,9 @@ static void mutate_packet(struct cmdgen *g)
 			p->a = g->f->va_base;
 			p->out = g->f->va_base + 64;
 			g->size += sizeof(*p);
+			/* As far as the pool knows the queue's class. */
 			must_fail(g, "an op on a copy engine");
+			g->c->must_fail_pool = true;
 			return;
 		}
 		break;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "context.h"
+#include "copy.h"
 #include "error.h"
 #include "ipc.h"
 #include "npu_drm.h"
@@ -74,17 +75,19 @@ npurtError_t checkOperand(const char *api, const char *name, const void *p, uint
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": operand " + name + " " + hex(addrOf(p)) +
 		                        " is not device memory (freed, or host memory)");
-	bool reached = owner == &s->ctx();
-	// Device memory of a peer the stream's context has access to.
-	if (!reached && !r.ctx)
-		if (npurtError_t err = s->ctx().reachPeer(*owner, false, &reached, api))
-			return err;
-	if (!reached)
+	// Host memory is reached where it is mapped; device memory of another
+	// context only through peer access.
+	if (r.ctx && r.ctx != &s->ctx())
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": operand " + name + " " + hex(addrOf(p)) +
-		                        " belongs to another context than the stream's (NPU " +
-		                        std::to_string(owner->ordinal()) +
-		                        "), which it has no peer access to");
+		                        " is host memory mapped for NPU " +
+		                        std::to_string(r.ctx->ordinal()) +
+		                        ", not for the stream's context (NPU " +
+		                        std::to_string(s->ctx().ordinal()) + ")");
+	if (!r.ctx)
+		if (npurtError_t err = checkReach(api, (std::string("operand ") + name).c_str(), p,
+		                                  s, *owner, false))
+			return err;
 	uint64_t off = addrOf(p) - base;
 	if (bytes > size || off > size - bytes)
 		return setError(npurtErrorInvalidValue,

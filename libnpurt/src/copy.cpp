@@ -67,6 +67,8 @@ std::string contextName(const Context &c, const Context &sc)
 	                                   : "NPU " + std::to_string(c.ordinal());
 }
 
+}  // namespace
+
 // Device memory of another context is named only where this context
 // reaches it (peer access, or peerCopy: npurtMemcpyPeer): contexts are
 // isolated.
@@ -90,6 +92,8 @@ npurtError_t checkReach(const char *api, const char *what, const void *p, Stream
 	                        "(npurtDeviceEnablePeerAccess, npurtCtxEnablePeerAccess), "
 	                        "use npurtMemcpyPeer, or use a stream of its context");
 }
+
+namespace {
 
 npurtError_t classify(const char *api, const char *what, const void *p, Stream *s, Operand *out,
                       bool peerCopy = false)

@@ -13,6 +13,7 @@
 namespace npurt {
 
 class Context;
+class Stream;
 
 // A device-side range of a copy: which context holds it, and its
 // allocation's bounds.
@@ -27,6 +28,13 @@ struct DeviceSide {
 // or bogus).
 npurtError_t resolveDevice(const char *api, const char *what, const void *p, Context *hint,
                            DeviceSide *out, bool *isDevice);
+
+// Whether the stream's context reaches p, device memory of owner: its
+// own, or a peer's it has access to (or is given, peerCopy: npurtMemcpyPeer).
+// Contexts are isolated: otherwise npurtErrorInvalidValue naming what
+// (an operand) and the ways to reach it.
+npurtError_t checkReach(const char *api, const char *what, const void *p, Stream *s, Context &owner,
+                        bool peerCopy);
 
 // npurtMemcpy(Async). sync: the caller waits for the copy. ra: the API
 // caller's return address, for fault reports. Device memory of another

@@ -1258,7 +1258,10 @@ TEST_F(OpsValidation, OperandsOfAnotherContextAreRefused)
 	npurtOpDesc d = add();  // a_, b_, out_ are the primary context's
 	d.out = mine;
 	EXPECT_EQ(npurtLaunchOp(&d, s), npurtErrorInvalidValue);
-	EXPECT_TRUE(contains(lastMessage(), "belongs to another context")) << lastMessage();
+	// The message the copies give: the same rule, one wording.
+	EXPECT_TRUE(contains(lastMessage(), "is memory of another context of NPU 0"))
+	        << lastMessage();
+	EXPECT_TRUE(contains(lastMessage(), "npurtCtxEnablePeerAccess")) << lastMessage();
 	ASSERT_EQ(npurtCtxDestroy(ctx), npurtSuccess);
 }
 

@@ -256,7 +256,9 @@ TEST_F(Peer, PeerAccessBetweenNpusReachesAllOfThePeersMemory)
 	EXPECT_EQ(npurtMemcpyAsync(a2, b, n, npurtMemcpyDeviceToDevice, s), npurtErrorInvalidValue);
 	d.a = d.b = b;
 	EXPECT_EQ(npurtLaunchOp(&d, s), npurtErrorInvalidValue);
-	EXPECT_TRUE(contains(lastMessage(), "no peer access")) << lastMessage();
+	EXPECT_TRUE(contains(lastMessage(), "operand a")) << lastMessage();
+	EXPECT_TRUE(contains(lastMessage(), "has no access to: enable peer access"))
+	        << lastMessage();
 	npurtGetLastError();
 	EXPECT_EQ(npurtStreamDestroy(s), npurtSuccess);
 	npurtFree(a);

@@ -27,6 +27,7 @@ struct CachingAllocator::Block {
 	Block *prev = nullptr;
 	Block *next = nullptr;
 	std::vector<StreamId> uses;  // other streams recorded while live
+	AllocSite site;  // while live
 
 	bool split() const { return prev || next; }
 };
@@ -49,7 +50,8 @@ size_t roundUp(size_t n, size_t to)
 	return (n + to - 1) / to * to;
 }
 
-// "3.00 GiB", "512 bytes".
+}  // namespace
+
 std::string formatBytes(uint64_t n)
 {
 	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -67,6 +69,8 @@ std::string formatBytes(uint64_t n)
 	std::snprintf(buf, sizeof(buf), "%.2f %s", v, units[u]);
 	return buf;
 }
+
+namespace {
 
 // The segment a request of `size` (rounded) needs when no cached block fits.
 size_t segmentSizeFor(size_t size)
@@ -206,10 +210,11 @@ std::string CachingAllocator::oomMessage(size_t size, size_t segmentSize)
 	msg += "; this process has " + formatBytes(allocated) + " allocated, " +
 	       formatBytes(unused) + " reserved but unused; the device has " +
 	       formatBytes(freeBytes) + " free of " + formatBytes(totalBytes);
-	return msg;
+	return msg + backend_.oomDetail(segmentSize);
 }
 
-npurtError_t CachingAllocator::allocate(size_t size, StreamId stream, uint64_t *addr)
+npurtError_t CachingAllocator::allocate(size_t size, StreamId stream, uint64_t *addr,
+                                        AllocSite site)
 {
 	if (!addr)
 		return setError(npurtErrorInvalidValue, "allocate: the address pointer is null");
@@ -267,6 +272,7 @@ npurtError_t CachingAllocator::allocate(size_t size, StreamId stream, uint64_t *
 
 	b->state = Block::State::Live;
 	b->requested = size;
+	b->site = site;
 	live_.emplace(b->addr, b);
 	stats_.allocCalls++;
 	add(stats_.allocatedBytes, b->size);
@@ -324,6 +330,7 @@ npurtError_t CachingAllocator::deallocate(uint64_t addr)
 	sub(stats_.allocatedBytes, b->size);
 	sub(stats_.requestedBytes, b->requested);
 	b->requested = 0;
+	b->site = {};
 
 	if (tracker_) {
 		Parked p{b, {}};
@@ -416,6 +423,60 @@ AllocatorStats CachingAllocator::stats() const
 {
 	std::lock_guard<std::mutex> lock(mutex_);
 	return stats_;
+}
+
+PoolSnapshot CachingAllocator::snapshot() const
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	// Every block is live, parked or in a free set; a segment is the list
+	// from a block with no predecessor.
+	std::vector<const Block *> heads;
+	auto note = [&heads](const Block *b) {
+		if (!b->prev)
+			heads.push_back(b);
+	};
+	for (const auto &[addr, b] : live_)
+		note(b);
+	for (const auto &p : parked_)
+		note(p.block);
+	for (const FreeSet *pool : {&smallFree_, &largeFree_})
+		for (const Block *b : *pool)
+			note(b);
+	std::sort(heads.begin(), heads.end(),
+	          [](const Block *a, const Block *b) { return a->addr < b->addr; });
+	PoolSnapshot snap;
+	snap.segments.reserve(heads.size());
+	for (const Block *h : heads) {
+		PoolSnapshot::Segment seg;
+		seg.addr = h->addr;
+		seg.small = h->small;
+		seg.firstBlock = static_cast<uint32_t>(snap.blocks.size());
+		for (const Block *b = h; b; b = b->next) {
+			PoolSnapshot::Block out;
+			out.addr = b->addr;
+			out.size = b->size;
+			out.segment = static_cast<uint32_t>(snap.segments.size());
+			switch (b->state) {
+			case Block::State::Live:
+				out.state = PoolSnapshot::State::Allocated;
+				out.requested = b->requested;
+				out.site = b->site;
+				seg.allocated += b->size;
+				break;
+			case Block::State::Parked:
+				out.state = PoolSnapshot::State::PendingFree;
+				seg.pendingFree += b->size;
+				break;
+			case Block::State::Free:
+				break;
+			}
+			seg.size += b->size;
+			snap.blocks.push_back(out);
+		}
+		seg.blocks = static_cast<uint32_t>(snap.blocks.size()) - seg.firstBlock;
+		snap.segments.push_back(seg);
+	}
+	return snap;
 }
 
 void CachingAllocator::resetPeakStats()

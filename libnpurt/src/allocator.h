@@ -79,6 +79,42 @@ public:
 	virtual void freeSegment(uint64_t addr, size_t size) = 0;
 	// Device-wide free and total bytes, for OOM messages and MemGetInfo.
 	virtual void memInfo(size_t *freeBytes, size_t *totalBytes) = 0;
+	// More for the out-of-memory message of a failed segment of
+	// segmentSize bytes ("; the per-process limit ... was hit"), or "".
+	virtual std::string oomDetail(size_t segmentSize)
+	{
+		(void)segmentSize;
+		return {};
+	}
+};
+
+// "3.00 GiB", "512 bytes".
+std::string formatBytes(uint64_t n);
+
+// Where an allocation was made: interned call-site text (lives as long as
+// the process) or, without one, the caller's return address.
+struct AllocSite {
+	const char *text = nullptr;
+	const void *returnAddress = nullptr;
+};
+
+// The pool as it is: segments in address order, each with its blocks.
+struct PoolSnapshot {
+	enum class State { Free, Allocated, PendingFree };
+	struct Segment {
+		uint64_t addr = 0, size = 0;
+		uint64_t allocated = 0, pendingFree = 0;
+		uint32_t firstBlock = 0, blocks = 0;
+		bool small = false;
+	};
+	struct Block {
+		uint64_t addr = 0, size = 0, requested = 0;
+		uint32_t segment = 0;
+		State state = State::Free;
+		AllocSite site;
+	};
+	std::vector<Segment> segments;
+	std::vector<Block> blocks;
 };
 
 using StreamId = uint64_t;  // 0 is the default stream
@@ -241,7 +277,8 @@ public:
 	// overflows when rounded is npurtErrorInvalidValue; no device memory
 	// left, even after freeing the cache, is npurtErrorMemoryAllocation
 	// with a message giving the figures.
-	npurtError_t allocate(size_t size, StreamId stream, uint64_t *addr);
+	npurtError_t allocate(size_t size, StreamId stream, uint64_t *addr,
+	                      AllocSite site = AllocSite{});
 	// 0 is a no-op. An address that is not the start of a live allocation
 	// (unknown, already freed, or inside one) is npurtErrorInvalidValue
 	// with a message naming it.
@@ -254,6 +291,7 @@ public:
 	// Returns every fully free segment to the backend.
 	void emptyCache();
 	AllocatorStats stats() const;
+	PoolSnapshot snapshot() const;
 	void resetPeakStats();
 	// The live allocation containing addr: its base and requested size.
 	// False if addr is not inside a live allocation.

@@ -12,6 +12,7 @@
 #include "context.h"
 #include "copy.h"
 #include "error.h"
+#include "mem_usage.h"
 #include "npu_drm.h"
 #include "runtime.h"
 #include "stream.h"
@@ -158,7 +159,11 @@ npurtError_t npurtMalloc(void **devPtr, size_t size)
 		if (npurtError_t err = current(&c, "npurtMalloc"))
 			return err;
 		uint64_t addr = 0;
-		npurtError_t err = c->pool().allocate(size, 0, &addr);
+		npurt::CallSite cs = npurt::peekCallSite(__builtin_return_address(0));
+		npurtError_t err = c->pool().allocate(
+		        size, 0, &addr, {cs.text ? cs.text->c_str() : nullptr, cs.returnAddress});
+		if (err == npurtErrorMemoryAllocation)
+			npurt::notifyOutOfMemory(c->ordinal(), size);
 		if (err)
 			return err;
 		*devPtr = reinterpret_cast<void *>(addr);

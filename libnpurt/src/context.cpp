@@ -1,4 +1,5 @@
 #include "context.h"
+#include "runtime.h"
 
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -171,6 +172,18 @@ void Context::closeBo(uint32_t handle)
 
 npurtError_t Context::allocSegment(size_t size, uint64_t *addr)
 {
+	// The per-process limit first: past it the driver is not asked.
+	Device &dev = Runtime::instance().device(ordinal_);
+	if (!dev.charge(size))
+		return npurtErrorMemoryAllocation;
+	npurtError_t err = allocCharged(size, addr);
+	if (err != npurtSuccess)
+		dev.uncharge(size);
+	return err;
+}
+
+npurtError_t Context::allocCharged(size_t size, uint64_t *addr)
+{
 	uint64_t va = space_.allocate(size, kSegmentAlign);
 	if (!va)
 		return npurtErrorMemoryAllocation;
@@ -235,6 +248,32 @@ void Context::freeSegment(uint64_t addr, size_t size)
 	unbind(addr, size);
 	closeBo(handle);
 	space_.release(addr, size);
+	Runtime::instance().device(ordinal_).uncharge(size);
+}
+
+std::string Context::oomDetail(size_t segmentSize)
+{
+	const Device &dev = Runtime::instance().device(ordinal_);
+	uint64_t lim = dev.limit();
+	uint64_t held = dev.reservedBytes();
+	if (!lim || (segmentSize <= lim && held <= lim - segmentSize))
+		return {};
+	return "; the per-process limit of " + formatBytes(lim) + " on NPU " +
+	       std::to_string(ordinal_) +
+	       " was hit (npurtSetMemoryLimit, npurtSetMemoryFraction; torch's "
+	       "set_per_process_memory_fraction): this process's pools hold " +
+	       formatBytes(held) + " there";
+}
+
+npurtError_t Context::driverDeviceBytes(uint64_t *bytes)
+{
+	drm_npu_context_info info{};
+	int ret = node_.ioctl(DRM_IOCTL_NPU_CONTEXT_INFO, &info);
+	if (ret)
+		return setError(errorFromErrno(ret),
+		                osMessage("context query on " + node_.path(), ret));
+	*bytes = info.device_bytes;
+	return npurtSuccess;
 }
 
 npurtError_t Context::queryMemory(uint64_t *freeBytes, uint64_t *totalBytes)

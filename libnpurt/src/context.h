@@ -106,6 +106,8 @@ public:
 
 	// Device memory free/total of this context's device.
 	npurtError_t queryMemory(uint64_t *freeBytes, uint64_t *totalBytes);
+	// The device memory the driver charges this context (its file).
+	npurtError_t driverDeviceBytes(uint64_t *bytes);
 
 	// The file, shared with objects that may outlive the context (queue
 	// timelines referenced by events).
@@ -254,8 +256,10 @@ private:
 	std::atomic<size_t> accessorCount_{0};  // accessors_.size(), read unlocked
 
 	npurtError_t allocSegment(size_t size, uint64_t *addr) override;
+	npurtError_t allocCharged(size_t size, uint64_t *addr);  // allocSegment, charged
 	void freeSegment(uint64_t addr, size_t size) override;
 	void memInfo(size_t *freeBytes, size_t *totalBytes) override;
+	std::string oomDetail(size_t segmentSize) override;
 
 	struct Range {
 		uint64_t size;

@@ -443,6 +443,27 @@ Context *Runtime::findDeviceMemory(uint64_t addr, Context *hint, uint64_t *base,
 	return found;
 }
 
+npurtError_t Runtime::processMemory(int ordinal, ProcessMemory *out)
+{
+	*out = {};
+	// A context in the set is not destroyed while the lock is held
+	// (destroyContext takes it off first); its pool's lock nests inside,
+	// as in findDeviceMemorySlow.
+	std::lock_guard<std::mutex> lock(ctxMutex_);
+	for (const npurtContext_st *c : contexts_) {
+		auto *ctx = const_cast<Context *>(static_cast<const Context *>(c));
+		if (ctx->ordinal() != ordinal)
+			continue;
+		uint64_t deviceBytes = 0;
+		if (npurtError_t err = ctx->driverDeviceBytes(&deviceBytes))
+			return err;
+		out->allocated += ctx->pool().stats().allocatedBytes.current;
+		out->deviceBytes += deviceBytes;
+		out->contexts++;
+	}
+	return npurtSuccess;
+}
+
 Context *Runtime::findDeviceMemorySlow(uint64_t addr, Context *hint, uint64_t *base, size_t *size)
 {
 	int ordinal = deviceOfAddress(addr);

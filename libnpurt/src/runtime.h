@@ -29,10 +29,39 @@ public:
 	unsigned flags() const { return flags_.load(std::memory_order_relaxed); }
 	void setFlags(unsigned f) { flags_.store(f, std::memory_order_relaxed); }
 
+	// The device memory this process's pools hold on the device (every
+	// context's segments) and the per-process limit on it (0: none).
+	// A segment is charged before the driver is asked for it and
+	// uncharged once it is given back. Lock-free: any thread.
+	bool charge(uint64_t bytes)
+	{
+		uint64_t cur = reserved_.load(std::memory_order_relaxed);
+		do {
+			uint64_t lim = limit_.load(std::memory_order_relaxed);
+			if (lim && (bytes > lim || cur > lim - bytes))
+				return false;
+		} while (!reserved_.compare_exchange_weak(cur, cur + bytes,
+		                                          std::memory_order_relaxed));
+		return true;
+	}
+	void uncharge(uint64_t bytes) { reserved_.fetch_sub(bytes, std::memory_order_relaxed); }
+	uint64_t reservedBytes() const { return reserved_.load(std::memory_order_relaxed); }
+	uint64_t limit() const { return limit_.load(std::memory_order_relaxed); }
+	void setLimit(uint64_t bytes) { limit_.store(bytes, std::memory_order_relaxed); }
+
 private:
 	std::unique_ptr<os::Device> node_;
 	npurtDeviceProp prop_;
 	std::atomic<unsigned> flags_{0};
+	std::atomic<uint64_t> reserved_{0};
+	std::atomic<uint64_t> limit_{0};
+};
+
+// This process's figures on one device, over its contexts there.
+struct ProcessMemory {
+	uint64_t allocated = 0;  // live allocations of the pools
+	uint64_t deviceBytes = 0;  // what the driver charges the contexts
+	uint32_t contexts = 0;
 };
 
 class Runtime {
@@ -70,6 +99,8 @@ public:
 	// npurtDeviceReset: waits for the primary context of the device, if
 	// it exists, and destroys it.
 	npurtError_t resetPrimary(int ordinal);
+	// This process's memory on a device, over its live contexts there.
+	npurtError_t processMemory(int ordinal, ProcessMemory *out);
 	// The device whose address slice holds addr, or -1.
 	int deviceOfAddress(uint64_t addr) const;
 	// The context holding device memory at addr, preferring `hint`; with

@@ -263,6 +263,15 @@ CallSite takeCallSite(void *returnAddress)
 	return cs;
 }
 
+CallSite peekCallSite(void *returnAddress)
+{
+	CallSite cs;
+	cs.text = threadCallSite().pending;
+	if (!cs.text)
+		cs.returnAddress = returnAddress;
+	return cs;
+}
+
 std::string CallSite::str() const
 {
 	if (text)

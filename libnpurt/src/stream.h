@@ -105,6 +105,9 @@ extern const char *const kTypeNames[4];
 // Where the current API call comes from: set by npurtSetCallSite for the
 // next enqueue, else the caller's return address.
 CallSite takeCallSite(void *returnAddress);
+// The same without using it up: an allocation made on the way to the
+// enqueue the site was set for (an op's output) is named by it too.
+CallSite peekCallSite(void *returnAddress);
 void setCallSite(const char *file, int line, const char *function);
 // npurtCallSiteRegister / npurtSetCallSiteId: a call site interned once and
 // named by a number after; false for a number never handed out.

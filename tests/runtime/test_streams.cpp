@@ -33,6 +33,7 @@
 #include <tuple>
 #include <vector>
 
+#include "child.h"
 #include "gate.h"
 #include "npurt/npurt.h"
 #include "npurt/npurt.hpp"
@@ -140,60 +141,9 @@ private:
 	bool set_ = false;
 };
 
-struct ChildResult {
-	int status = -1;
-	std::string output;
-};
-
-// Runs this binary again with only the tests matching `filter` and the
-// extra environment `env` ("NAME=value"), collecting its output.
-ChildResult runChild(const std::string &filter, const std::vector<std::string> &env)
-{
-	std::string arg = "--gtest_filter=" + filter;
-	std::vector<std::string> vars(env);
-	for (char **e = environ; *e; e++)
-		vars.emplace_back(*e);
-	std::vector<char *> envp;
-	for (auto &v : vars)
-		envp.push_back(v.data());
-	envp.push_back(nullptr);
-	char name[] = "npurt_vm_tests";
-	char *argv[] = {name, arg.data(), nullptr};
-	ChildResult r;
-	int fds[2];
-	if (pipe(fds))
-		return r;
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(fds[1], 1);
-		dup2(fds[1], 2);
-		close(fds[0]);
-		close(fds[1]);
-		execve("/proc/self/exe", argv, envp.data());
-		_exit(127);
-	}
-	close(fds[1]);
-	char buf[4096];
-	ssize_t n;
-	while ((n = read(fds[0], buf, sizeof(buf))) > 0)
-		r.output.append(buf, static_cast<size_t>(n));
-	close(fds[0]);
-	waitpid(pid, &r.status, 0);
-	return r;
-}
-
-// A child's output, indented so that its GoogleTest summary lines do not
-// read as this process's (tests/summarize.sh counts those).
-std::string indented(const std::string &out)
-{
-	std::string r = "    | ";
-	for (char c : out) {
-		r += c;
-		if (c == '\n')
-			r += "    | ";
-	}
-	return r;
-}
+using npurt_test::ChildResult;
+using npurt_test::indented;
+using npurt_test::runChild;
 
 // Host memory of the three kinds an asynchronous copy distinguishes.
 enum class HostKind { Pinned, Registered, Pageable };

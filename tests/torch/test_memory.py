@@ -69,3 +69,85 @@ def test_out_of_memory_and_recovery(dev):
 def test_zero_sized(dev):
     x = torch.empty(0, device=dev)
     assert x.numel() == 0 and x.cpu().numel() == 0
+
+
+def test_per_process_memory_fraction(dev):
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValueError):
+            npu.set_per_process_memory_fraction(bad)
+    assert npu.get_per_process_memory_fraction() == 1.0
+    npu.empty_cache()
+    total = npu.get_device_properties(0).total_memory
+    info = npu.process_memory_info()
+    for k in ("free", "total", "process_reserved", "process_allocated", "process_device",
+              "limit", "contexts"):
+        assert k in info, info
+    try:
+        npu.set_per_process_memory_fraction(0.125)
+        assert npu.process_memory_info()["limit"] == total // 8
+        assert abs(npu.get_per_process_memory_fraction() - 0.125) < 1e-6
+        keep = torch.empty(total // 16, dtype=torch.uint8, device=dev)
+        with pytest.raises(npu.OutOfMemoryError) as err:
+            torch.empty(total // 8, dtype=torch.uint8, device=dev)
+        assert "per-process limit" in str(err.value), str(err.value)
+        assert npu.process_memory_info()["process_reserved"] <= total // 8
+        del keep
+        npu.empty_cache()  # a cached block would serve the request below
+        npu.set_per_process_memory_fraction(0.0)
+        with pytest.raises(npu.OutOfMemoryError):
+            torch.empty(64 << 20, dtype=torch.uint8, device=dev)
+    finally:
+        npu._C._set_memory_limit(0, 0)
+    x = torch.empty(total // 4, dtype=torch.uint8, device=dev)  # no limit: fits
+    del x
+    npu.empty_cache()
+
+
+def test_memory_snapshot_names_the_line(dev):
+    npu.empty_cache()
+    x = torch.ones(3000, device=dev)  # 12000 bytes: the small pool
+    y = torch.empty(12 << 20, dtype=torch.uint8, device=dev)
+    snap = npu.memory_snapshot()
+    assert snap, "no segments"
+    found = None
+    for seg in snap:
+        for k in ("device", "address", "total_size", "allocated_size", "active_size",
+                  "requested_size", "segment_type", "blocks"):
+            assert k in seg, seg
+        assert sum(b["size"] for b in seg["blocks"]) == seg["total_size"]
+        for b in seg["blocks"]:
+            assert b["state"] in ("active_allocated", "inactive", "active_pending_free")
+            if b["address"] == x.data_ptr():
+                found = (seg, b)
+    assert found, "x's block is not in the snapshot"
+    seg, b = found
+    assert seg["segment_type"] == "small"
+    assert b["state"] == "active_allocated"
+    assert b["requested_size"] == 12000
+    if npu.call_sites():
+        assert b["frames"], b
+        frame = b["frames"][0]
+        assert frame["filename"].endswith("test_memory.py"), frame
+        assert frame["line"] > 0
+    assert sum(s["total_size"] for s in snap) == npu.memory_reserved()
+    del x, y
+
+
+def test_out_of_memory_observer(dev):
+    seen = []
+    npu._attach_out_of_memory_observer(lambda *a: seen.append(a))
+    total = npu.get_device_properties(0).total_memory
+    try:
+        with pytest.raises(npu.OutOfMemoryError):
+            torch.empty(total * 2, dtype=torch.uint8, device=dev)
+        assert len(seen) == 1, seen
+        device, requested, allocated, free = seen[0]
+        assert device == 0 and requested == total * 2
+        assert 0 <= free <= total
+        with pytest.raises(TypeError):
+            npu._attach_out_of_memory_observer(42)
+    finally:
+        npu._attach_out_of_memory_observer(None)
+    with pytest.raises(npu.OutOfMemoryError):
+        torch.empty(total * 2, dtype=torch.uint8, device=dev)
+    assert len(seen) == 1

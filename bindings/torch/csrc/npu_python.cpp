@@ -338,6 +338,107 @@ py::dict memStats(int device)
 	return d;
 }
 
+py::dict memUsage(int device)
+{
+	npurtMemUsage u{};
+	check(npurtDeviceGetMemUsage(checkedDevice(device), &u), "npurtDeviceGetMemUsage");
+	py::dict d;
+	d["free"] = u.freeBytes;
+	d["total"] = u.totalBytes;
+	d["process_reserved"] = u.processReservedBytes;
+	d["process_allocated"] = u.processAllocatedBytes;
+	d["process_device"] = u.processDeviceBytes;
+	d["limit"] = u.limitBytes;
+	d["contexts"] = u.contexts;
+	return d;
+}
+
+// torch.cuda.memory_snapshot()'s shape: a list of segments, each with its
+// blocks; a block's frames from the call site that allocated it.
+py::list memSnapshot(int device)
+{
+	DeviceScope scope(checkedDevice(device));
+	std::vector<npurtMemSegmentInfo> segs;
+	std::vector<npurtMemBlockInfo> blocks;
+	for (;;) {
+		size_t ns = segs.size(), nb = blocks.size();
+		npurtError_t err = npurtMemGetSnapshot(segs.data(), &ns, blocks.data(), &nb);
+		if (err == npurtSuccess && ns <= segs.size() && nb <= blocks.size()) {
+			segs.resize(ns);
+			blocks.resize(nb);
+			break;
+		}
+		if (err != npurtSuccess && err != npurtErrorInvalidValue)
+			check(err, "npurtMemGetSnapshot");
+		npurtGetLastError();
+		// The pool grew between the calls: room for it, and a margin.
+		segs.resize(ns + 8);
+		blocks.resize(nb + 32);
+	}
+	py::list out;
+	static const char *const states[] = {"inactive", "active_allocated", "active_pending_free"};
+	for (const auto &sg : segs) {
+		py::dict seg;
+		seg["device"] = checkedDevice(device);
+		seg["address"] = sg.address;
+		seg["total_size"] = sg.size;
+		seg["allocated_size"] = sg.allocatedBytes;
+		seg["active_size"] = sg.allocatedBytes + sg.pendingFreeBytes;
+		seg["segment_type"] = sg.small ? "small" : "large";
+		seg["stream"] = 0;
+		seg["is_expandable"] = false;
+		uint64_t requested = 0;
+		py::list bl;
+		for (uint32_t i = sg.firstBlock; i < sg.firstBlock + sg.blocks; i++) {
+			const npurtMemBlockInfo &b = blocks[i];
+			py::dict bd;
+			bd["address"] = b.address;
+			bd["size"] = b.size;
+			bd["requested_size"] = b.requestedSize;
+			bd["state"] = states[b.state < 3 ? b.state : 0];
+			bd["call_site"] = b.callSite ? py::object(py::str(b.callSite)) : py::none();
+			requested += b.requestedSize;
+			bl.append(bd);
+		}
+		seg["requested_size"] = requested;
+		seg["blocks"] = bl;
+		out.append(seg);
+	}
+	return out;
+}
+
+// The Python OOM observer (torch's signature: device, bytes asked for, bytes
+// allocated on the device, bytes free on it), kept for the process's life.
+py::object *gOomObserver = nullptr;
+
+void oomTrampoline(int device, size_t requested, const char *message, void *user)
+{
+	(void)message;
+	(void)user;
+	py::gil_scoped_acquire gil;
+	if (!gOomObserver || gOomObserver->is_none())
+		return;
+	npurtMemUsage u{};
+	if (npurtDeviceGetMemUsage(device, &u) != npurtSuccess)
+		npurtGetLastError();
+	try {
+		(*gOomObserver)(device, requested, u.processAllocatedBytes, u.freeBytes);
+	} catch (py::error_already_set &e) {
+		e.discard_as_unraisable("torch_npurt's out-of-memory observer");
+	}
+}
+
+void attachOomObserver(py::object fn)
+{
+	if (!fn.is_none() && !PyCallable_Check(fn.ptr()))
+		throw py::type_error("the out-of-memory observer must be callable or None");
+	if (!gOomObserver)
+		gOomObserver = new py::object();  // never freed: outlives the interpreter's end
+	*gOomObserver = std::move(fn);
+	check(npurtMemSetOomObserver(gOomObserver->is_none() ? nullptr : &oomTrampoline, nullptr),
+	      "npurtMemSetOomObserver");
+}
+
 py::dict deviceProperties(int device)
 {
 	npurtDeviceProp p{};
@@ -456,6 +557,20 @@ PYBIND11_MODULE(_C, m)
 		return py::make_tuple(f, t);
 	});
 	m.def("_fallback_counts", &fallbackCounts);
+	m.def("_mem_usage", &memUsage);
+	m.def("_memory_snapshot", &memSnapshot);
+	m.def("_set_memory_limit", [](size_t bytes, int d) {
+		check(npurtSetMemoryLimit(checkedDevice(d), bytes), "npurtSetMemoryLimit");
+	});
+	m.def("_set_memory_fraction", [](double f, int d) {
+		check(npurtSetMemoryFraction(checkedDevice(d), f), "npurtSetMemoryFraction");
+	});
+	m.def("_get_memory_limit", [](int d) {
+		size_t b = 0;
+		check(npurtGetMemoryLimit(checkedDevice(d), &b), "npurtGetMemoryLimit");
+		return b;
+	});
+	m.def("_attach_out_of_memory_observer", &attachOomObserver);
 
 	setPythonSiteHook(&pythonSite);
 	m.def("_set_internal_prefixes", &setInternalPrefixes);

@@ -612,6 +612,9 @@ public:
 		int dev = checkedDevice(-1);
 		void *p = nullptr;
 		if (n) {
+			// The pool's snapshot names the Python line (or the op)
+			// that made each block.
+			enqueueSite("memory allocation");
 			npurtError_t err = npurtMalloc(&p, n);
 			if (err == npurtErrorMemoryAllocation)
 				throwOutOfMemory(dev, n);

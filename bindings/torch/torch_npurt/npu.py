@@ -7,6 +7,7 @@ arguments take an index, ``"npu"``/``"npu:N"``, ``"privateuseone:N"`` or a
 
 import contextlib
 import os
+import re
 
 import torch
 
@@ -26,7 +27,8 @@ __all__ = [
     "Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "memory_stats", "host_memory_stats", "memory_summary", "reset_peak_memory_stats", "empty_cache",
-    "mem_get_info", "manual_seed", "manual_seed_all", "OutOfMemoryError",
+    "mem_get_info", "set_per_process_memory_fraction", "get_per_process_memory_fraction",
+    "process_memory_info", "memory_snapshot", "manual_seed", "manual_seed_all", "OutOfMemoryError",
     "profiler", "set_call_sites", "call_sites",
 ]
 
@@ -332,6 +334,59 @@ def empty_cache(device=None):
 def mem_get_info(device=None):
     """(free, total) device memory in bytes, for all processes."""
     return tuple(_C._mem_get_info(_index(device)))
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    """Limits the device memory this process's pools hold on `device` to
+    `fraction` (0 to 1) of the device's memory, as torch.cuda's: an
+    allocation past it raises OutOfMemoryError saying the limit was hit."""
+    fraction = float(fraction)
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError("Invalid fraction value: %s. Allowed range: 0~1" % fraction)
+    dev = _index(device)
+    if fraction == 0.0:
+        _C._set_memory_limit(1, dev)  # nothing fits
+    else:
+        _C._set_memory_fraction(fraction, dev)
+
+
+def get_per_process_memory_fraction(device=None):
+    dev = _index(device)
+    limit = _C._get_memory_limit(dev)
+    return 1.0 if not limit else limit / float(_C._mem_usage(dev)["total"])
+
+
+def process_memory_info(device=None):
+    """This process's device memory on `device` (libnpurt's
+    npurtDeviceGetMemUsage): its pools' reserved and allocated bytes over
+    all its contexts, what the driver charges it (npu-smi's figure), the
+    limit (0: none), and the device's free and total."""
+    return dict(_C._mem_usage(_index(device)))
+
+
+_SITE = re.compile(r"^(.*):(\d+)(?: in (.*))?$")
+
+
+def memory_snapshot(device=None):
+    """The pool's segments and blocks, in torch.cuda.memory_snapshot()'s
+    shape; an allocated block's `frames` is the Python line that made it
+    (call sites on: set_call_sites)."""
+    segs = _C._memory_snapshot(_index(device))
+    for seg in segs:
+        for b in seg["blocks"]:
+            site = b.pop("call_site")
+            m = _SITE.match(site) if site else None
+            b["frames"] = ([{"filename": m.group(1), "line": int(m.group(2)),
+                             "name": (m.group(3) or "").rstrip("()")}] if m else [])
+    return segs
+
+
+def _attach_out_of_memory_observer(observer):
+    """Calls observer(device, bytes_requested, device_allocated, device_free)
+    when an allocation fails for lack of memory or the limit, before
+    OutOfMemoryError is raised (torch.cuda's hook of that name); None
+    removes it."""
+    _C._attach_out_of_memory_observer(observer)
 
 
 def _fmt(n):

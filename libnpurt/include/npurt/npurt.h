@@ -278,6 +278,97 @@ NPURT_API npurtError_t npurtMemResetPeakStats(void);
 NPURT_API npurtError_t npurtMemEmptyCache(void);
 
 /*
+ * This process's device memory on a device, beside the device's own
+ * figures (every process), for frameworks' accounting (torch's
+ * mem_get_info, memory_reserved across contexts) and a per-process limit.
+ */
+typedef struct npurtMemUsage {
+	uint64_t freeBytes, totalBytes; /* the device's, all processes */
+	/* Device memory this process's pools hold on the device, every
+	 * context's: what the limit bounds. */
+	uint64_t processReservedBytes;
+	uint64_t processAllocatedBytes; /* of which live allocations */
+	/* What the driver charges to this process's contexts on the device
+	 * (npu-smi's per-process figure): the pools' memory, the runtime's own
+	 * buffers, and memory imported from other processes or NPUs (IPC, peer
+	 * access), which the exporter holds too. */
+	uint64_t processDeviceBytes;
+	uint64_t limitBytes; /* npurtSetMemoryLimit's; 0: none */
+	uint32_t contexts; /* this process's contexts on the device */
+	uint32_t pad;
+	uint64_t reserved[6];
+} npurtMemUsage;
+NPURT_API npurtError_t npurtDeviceGetMemUsage(int device, npurtMemUsage *usage);
+
+/*
+ * A per-process limit on the device memory this process's pools hold on a
+ * device (all its contexts; as torch's set_per_process_memory_fraction).
+ * An allocation that would take more first empties the pools' caches, then
+ * fails with npurtErrorMemoryAllocation and a message saying the limit was
+ * hit. Memory held already stays (a limit below it only stops growth).
+ * bytes 0 removes the limit. npurtSetMemoryFraction sets it to a fraction
+ * (0 < fraction <= 1) of the device's memory. Thread-safe.
+ */
+NPURT_API npurtError_t npurtSetMemoryLimit(int device, size_t bytes);
+NPURT_API npurtError_t npurtSetMemoryFraction(int device, double fraction);
+NPURT_API npurtError_t npurtGetMemoryLimit(int device, size_t *bytes);
+
+/*
+ * A snapshot of the current context's pool, as torch.cuda.memory_snapshot()
+ * shows it: its segments (device memory held from the driver) and, in
+ * address order, the blocks each is cut into. Two calls: with null arrays
+ * (or counts of 0) it sets *segmentCount and *blockCount to what the
+ * snapshot holds; with arrays of those many entries it fills them. Arrays
+ * too small for the pool as it is now (it may have grown between the
+ * calls) are npurtErrorInvalidValue with the counts set to the sizes needed.
+ */
+typedef enum npurtMemBlockState {
+	npurtMemBlockFree = 0, /* cached, ready for reuse */
+	npurtMemBlockAllocated = 1, /* live */
+	npurtMemBlockPendingFree = 2 /* freed, waiting for queued work that uses it */
+} npurtMemBlockState;
+
+typedef struct npurtMemBlockInfo {
+	uint64_t address, size; /* the block (requests round up to 512 bytes) */
+	uint64_t requestedSize; /* bytes asked for, while allocated */
+	uint32_t segment; /* index into the segment array */
+	uint32_t state; /* npurtMemBlockState */
+	/* Where it was allocated, while allocated: the call site set with
+	 * npurtSetCallSite (text that lives as long as the process), else
+	 * null and the caller's return address. */
+	const char *callSite;
+	const void *returnAddress;
+	uint64_t reserved[4];
+} npurtMemBlockInfo;
+
+typedef struct npurtMemSegmentInfo {
+	uint64_t address, size;
+	uint64_t allocatedBytes; /* in allocated blocks */
+	uint64_t pendingFreeBytes; /* in blocks waiting for queued work */
+	uint32_t firstBlock, blocks; /* its blocks in the block array */
+	uint32_t small; /* 1: the small-request pool (2 MiB segments) */
+	uint32_t pad;
+	uint64_t reserved[4];
+} npurtMemSegmentInfo;
+
+NPURT_API npurtError_t npurtMemGetSnapshot(npurtMemSegmentInfo *segments, size_t *segmentCount,
+                                           npurtMemBlockInfo *blocks, size_t *blockCount);
+
+/*
+ * Out-of-memory observer (as torch's _cuda_attach_out_of_memory_observer):
+ * called on the allocating thread when an allocation from a pool fails for
+ * lack of device memory or the limit, after the error and its message are
+ * set and before the call returns, with the device, the bytes asked for,
+ * and the message. It is called with no lock of the runtime held, so it
+ * may call npurtMemGetSnapshot, npurtDeviceGetMemUsage or free memory; an
+ * allocation failing inside it does not call it again. One observer per
+ * process; null removes it. Thread-safe.
+ */
+typedef void (*npurtOomObserver)(int device, size_t requestedBytes, const char *message,
+                                 void *userData);
+NPURT_API npurtError_t npurtMemSetOomObserver(npurtOomObserver observer, void *userData);
+
+/*
  * Pinned host memory, mapped in the current context's device, from a
  * caching pool per context: FreeHost keeps the block pinned for the next
  * MallocHost (requests round up to a power of two up to 2 MiB, then to

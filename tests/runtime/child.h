@@ -1,0 +1,89 @@
+// Tests that need another process of their own: this binary run again with
+// one test selected and extra environment, its output collected.
+#pragma once
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+extern char **environ;
+
+namespace npurt_test {
+
+struct ChildResult {
+	int status = -1;
+	bool timedOut = false;
+	std::string output;
+};
+
+// Runs this binary again with only the tests matching `filter` and the
+// extra environment `env` ("NAME=value"), collecting its output; kills it
+// after timeoutMs.
+inline ChildResult runChild(const std::string &filter, const std::vector<std::string> &env,
+                            int timeoutMs = 300000)
+{
+	using Clock = std::chrono::steady_clock;
+	std::string arg = "--gtest_filter=" + filter;
+	std::vector<std::string> vars(env);
+	for (char **e = environ; *e; e++)
+		vars.emplace_back(*e);
+	std::vector<char *> envp;
+	for (auto &v : vars)
+		envp.push_back(v.data());
+	envp.push_back(nullptr);
+	char name[] = "npurt_vm_tests";
+	char *argv[] = {name, arg.data(), nullptr};
+	ChildResult r;
+	int fds[2];
+	if (pipe(fds))
+		return r;
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		dup2(fds[1], 2);
+		close(fds[0]);
+		close(fds[1]);
+		execve("/proc/self/exe", argv, envp.data());
+		_exit(127);
+	}
+	close(fds[1]);
+	auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
+	for (;;) {
+		auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+		                                                                  Clock::now());
+		pollfd pfd{fds[0], POLLIN, 0};
+		if (left.count() <= 0 || poll(&pfd, 1, static_cast<int>(left.count())) == 0) {
+			r.timedOut = true;
+			kill(pid, SIGKILL);
+			break;
+		}
+		char buf[4096];
+		ssize_t n = read(fds[0], buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		r.output.append(buf, static_cast<size_t>(n));
+	}
+	close(fds[0]);
+	waitpid(pid, &r.status, 0);
+	return r;
+}
+
+// A child's output, indented so that its GoogleTest summary lines do not
+// read as this process's (tests/summarize.sh counts those).
+inline std::string indented(const std::string &out)
+{
+	std::string r = "    | ";
+	for (char c : out) {
+		r += c;
+		if (c == '\n')
+			r += "    | ";
+	}
+	return r;
+}
+
+}  // namespace npurt_test

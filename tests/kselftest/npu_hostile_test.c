@@ -2721,49 +2721,10 @@ static int submit_blocker(struct attacker *a, __u32 queue, __u64 flag, int n,
 #define FLOOD_JOBS_MAX		(3 * 4096)
 #define FLOOD_BYTES_MAX		(192 * MIB)
 
-/*
- * flood() - behind a blocker the attacker keeps alive (each of its wait
- * packets ends as the flood goes on, so no packet reaches the job
- * timeout), submit jobs of @size bytes of NOPs until the driver refuses
- * one or @max are in flight. Return: jobs submitted; *@err the refusal.
- */
-static int flood(struct __test_metadata *_metadata, struct attacker *a,
-		 __u32 size, int max, int *err, __u64 *flag_val)
-{
-	const __u64 flag = a->va;
-	int every = max / BLOCKER_STEPS + 1, n = 0, ret;
-	struct npu_cmdbuf cb;
-	__u64 *cmds;
-	__u32 i;
-
-	cmds = malloc(size);
-	ASSERT_NE(NULL, cmds);
-	npu_cmdbuf_init(&cb, cmds, size);
-	for (i = 0; i < size / 8; i++)
-		npu_emit_nop(&cb);
-	ASSERT_EQ(0, submit_blocker(a, a->qcopy.queue_id, flag, BLOCKER_STEPS,
-				    NULL));
-	*err = 0;
-	while (n < max) {
-		ret = npu_submit_cmdbuf(a->fd, a->qcopy.queue_id, &cb, NULL, 0,
-					NULL);
-		if (ret) {
-			*err = ret;
-			break;
-		}
-		if (++n % every == 0) {
-			++*flag_val;
-			ASSERT_EQ(0, npu_vm_write(a->fd, flag, flag_val, 8));
-		}
-	}
-	free(cmds);
-	return n;
-}
-
 /* Let the blocker end, and wait for everything the flood queued. */
 static void flood_drain(struct __test_metadata *_metadata, struct attacker *a)
 {
-	__u64 all = ~0ULL, point;
+	__u64 all = ~0ULL, zero = 0, point;
 
 	ASSERT_EQ(0, npu_vm_write(a->fd, a->va, &all, 8));
 	ASSERT_EQ(0, npu_syncobj_query(a->fd, a->qcopy.syncobj_handle,
@@ -2772,6 +2733,83 @@ static void flood_drain(struct __test_metadata *_metadata, struct attacker *a)
 	ASSERT_EQ(0, nsub_wait(a->fd, a->qcopy.syncobj_handle, point, JOB_MS));
 	/* The blocker may have timed out meanwhile: start clean. */
 	ASSERT_EQ(0, npu_queue_reset(a->fd, a->qcopy.queue_id));
+	ASSERT_EQ(0, npu_vm_write(a->fd, a->va, &zero, 8));
+}
+
+/**
+ * struct flood - how a flood ended
+ * @n: jobs submitted behind the blocker.
+ * @err: the refusal that ended it (0: @max jobs went in).
+ * @more: what @extra further jobs got right after, alternately on the
+ *        blocked queue and on @other.
+ */
+struct flood {
+	int n;
+	int err;
+	int more[4];
+};
+
+/*
+ * flood() - behind a blocker the attacker keeps alive (each of its wait
+ * packets ends as the flood goes on, so none reaches the job timeout),
+ * submit jobs of @size bytes of NOPs until the driver refuses one or @max
+ * went in; then @extra more, of @extra_size, half of them on queue @other.
+ * A blocker that timed out all the same (a machine so slow or busy that
+ * the flood did not keep up) is not an answer: the round starts again.
+ */
+static void flood(struct __test_metadata *_metadata, struct attacker *a,
+		  __u32 size, int max, __u32 other, __u32 extra_size,
+		  int extra, struct flood *f)
+{
+	const __u64 flag = a->va;
+	int every = max / BLOCKER_STEPS + 1, round, i, ret;
+	struct npu_cmdbuf cb, xb;
+	struct drm_npu_queue_status st;
+	__u64 *cmds, *xcmds, flag_val;
+
+	cmds = malloc(size);
+	xcmds = malloc(extra_size);
+	ASSERT_NE(NULL, cmds);
+	ASSERT_NE(NULL, xcmds);
+	npu_cmdbuf_init(&cb, cmds, size);
+	for (i = 0; i < (int)(size / 8); i++)
+		npu_emit_nop(&cb);
+	npu_cmdbuf_init(&xb, xcmds, extra_size);
+	for (i = 0; i < (int)(extra_size / 8); i++)
+		npu_emit_nop(&xb);
+	for (round = 0; round < 5; round++) {
+		flag_val = 0;
+		memset(f, 0, sizeof(*f));
+		ASSERT_EQ(0, submit_blocker(a, a->qcopy.queue_id, flag,
+					    BLOCKER_STEPS, NULL));
+		while (f->n < max) {
+			ret = npu_submit_cmdbuf(a->fd, a->qcopy.queue_id, &cb,
+						NULL, 0, NULL);
+			if (ret) {
+				f->err = ret;
+				break;
+			}
+			if (++f->n % every == 0) {
+				++flag_val;
+				ASSERT_EQ(0, npu_vm_write(a->fd, flag,
+							  &flag_val, 8));
+			}
+		}
+		for (i = 0; i < extra; i++)
+			f->more[i] = npu_submit_cmdbuf(a->fd, i % 2 ? other :
+						       a->qcopy.queue_id, &xb,
+						       NULL, 0, NULL);
+		/* Still blocked: the answers stand. */
+		ASSERT_EQ(0, npu_queue_status(a->fd, a->qcopy.queue_id, &st));
+		if (!st.error && f->err != -EIO)
+			break;
+		printf("# exhaust-jobs-fences: the blocker timed out after %d jobs (a slow machine): again\n",
+		       f->n);
+		flood_drain(_metadata, a);
+	}
+	ASSERT_GT(5, round) TH_LOG("the blocker never held");
+	free(cmds);
+	free(xcmds);
 }
 
 /*
@@ -2785,10 +2823,11 @@ static void attack_exhaust_jobs(struct __test_metadata *_metadata,
 {
 	struct drm_npu_queue_status st;
 	struct drm_npu_queue_create q2;
-	__u64 flag_val = 0, cmds[4], *big;
 	struct npu_cmdbuf cb;
+	struct flood f;
+	__u64 cmds[4];
 	__u32 flag_bo;
-	int n, err, i, ret;
+	int i;
 
 	attacker_queues(_metadata, a);
 	ASSERT_EQ(0, npu_bo_create(a->fd, a->page, DRM_NPU_BO_DEVICE,
@@ -2796,52 +2835,39 @@ static void attack_exhaust_jobs(struct __test_metadata *_metadata,
 	ASSERT_EQ(0, npu_vm_map(a->fd, flag_bo, a->va, a->page, 0, 0));
 	ASSERT_EQ(0, npu_queue_create(a->fd, DRM_NPU_ENGINE_COMPUTE,
 				      DRM_NPU_PRIORITY_NORMAL, &q2));
-	npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
-	npu_emit_nop(&cb);
 
 	/* Small jobs: their number. */
-	n = flood(_metadata, a, 8, FLOOD_JOBS_MAX, &err, &flag_val);
+	flood(_metadata, a, 8, FLOOD_JOBS_MAX, q2.queue_id, 8, 4, &f);
 	ASSERT_EQ(0, npu_queue_status(a->fd, a->qcopy.queue_id, &st));
 	printf("# exhaust-jobs-fences: %d NOP jobs queued behind a blocker (%llu in flight), then %d\n",
-	       n, (unsigned long long)(st.submitted - st.completed), err);
-	attack(K_EXHAUST_JOBS, err == -EAGAIN,
-	       "%d jobs in flight in one context and no limit", n);
-	for (i = 0; i < 4; i++) {
-		ret = npu_submit_cmdbuf(a->fd, i % 2 ? q2.queue_id :
-					a->qcopy.queue_id, &cb, NULL, 0, NULL);
-		attack(K_EXHAUST_JOBS, ret == -EAGAIN,
-		       "one more job (queue %d) at the limit: %d", i % 2, ret);
-	}
+	       f.n, (unsigned long long)(st.submitted - st.completed), f.err);
+	attack(K_EXHAUST_JOBS, f.err == -EAGAIN,
+	       "%d jobs in flight in one context and no limit", f.n);
+	for (i = 0; i < 4; i++)
+		attack(K_EXHAUST_JOBS, f.more[i] == -EAGAIN,
+		       "one more job (queue %d) at the limit: %d", i % 2,
+		       f.more[i]);
 	hold(_metadata, a, HELD_JOBS);
 	flood_drain(_metadata, a);
 
 	/* Big jobs: their command bytes. */
-	flag_val = 0;
-	ASSERT_EQ(0, npu_vm_write(a->fd, a->va, &flag_val, 8));
-	n = flood(_metadata, a, DRM_NPU_MAX_CMDS_SIZE,
-		  FLOOD_BYTES_MAX / DRM_NPU_MAX_CMDS_SIZE, &err, &flag_val);
+	flood(_metadata, a, DRM_NPU_MAX_CMDS_SIZE,
+	      FLOOD_BYTES_MAX / DRM_NPU_MAX_CMDS_SIZE, q2.queue_id,
+	      DRM_NPU_MAX_CMDS_SIZE, 2, &f);
 	printf("# exhaust-jobs-fences: %d jobs of %u KiB queued behind a blocker, then %d\n",
-	       n, DRM_NPU_MAX_CMDS_SIZE / 1024, err);
-	attack(K_EXHAUST_JOBS, err == -EAGAIN,
+	       f.n, DRM_NPU_MAX_CMDS_SIZE / 1024, f.err);
+	attack(K_EXHAUST_JOBS, f.err == -EAGAIN,
 	       "%d MiB of command buffers in flight in one context and no limit",
-	       n * (DRM_NPU_MAX_CMDS_SIZE / 1024) / 1024);
-	big = malloc(DRM_NPU_MAX_CMDS_SIZE);
-	ASSERT_NE(NULL, big);
-	npu_cmdbuf_init(&cb, big, DRM_NPU_MAX_CMDS_SIZE);
-	for (i = 0; i < DRM_NPU_MAX_CMDS_SIZE / 8; i++)
-		npu_emit_nop(&cb);
-	for (i = 0; i < 2; i++) {
-		ret = npu_submit_cmdbuf(a->fd, i ? q2.queue_id :
-					a->qcopy.queue_id, &cb, NULL, 0, NULL);
-		attack(K_EXHAUST_JOBS, ret == -EAGAIN,
-		       "one more big job at the limit: %d", ret);
-	}
-	free(big);
-	npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
-	npu_emit_nop(&cb);
+	       f.n * (DRM_NPU_MAX_CMDS_SIZE / 1024) / 1024);
+	for (i = 0; i < 2; i++)
+		attack(K_EXHAUST_JOBS, f.more[i] == -EAGAIN,
+		       "one more big job (queue %d) at the limit: %d", i % 2,
+		       f.more[i]);
 	hold(_metadata, a, HELD_CMD_BYTES);
 	flood_drain(_metadata, a);
 	/* Once they end, the context submits again. */
+	npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+	npu_emit_nop(&cb);
 	ASSERT_EQ(0, npu_submit_cmdbuf(a->fd, a->qcopy.queue_id, &cb, NULL, 0,
 				       NULL));
 	ASSERT_EQ(0, npu_queue_destroy(a->fd, q2.queue_id));

@@ -14,6 +14,9 @@ set -u
 passed=0
 failed=0
 skipped=0
+# What failed, with the failing cases' names, printed again just above the
+# closing line: a CI log that keeps only its tail still says what failed.
+failures=""
 for arg in "$@"; do
 	tag=""
 	dir=$arg
@@ -76,10 +79,17 @@ for arg in "$@"; do
 		status=ok
 		[ "$f" -gt 0 ] && status=FAIL
 		printf '%-4s %-48s %4d passed, %d failed, %d skipped\n' "$status" "$tag$name" "$p" "$f" "$s"
+		if [ "$f" -gt 0 ]; then
+			cases=$(grep -hE '^\[  FAILED  \] [A-Za-z_]|^not ok |^FAILED |^(ERROR|FAIL):? ' "$log" |
+				grep -v 'listed below' | sort -u | head -n 8 | sed 's/^/      /')
+			[ -n "$cases" ] || cases="      (last line: $(tail -n 1 "$log" | cut -c1-150))"
+			failures+="  $tag$name"$'\n'"$cases"$'\n'
+		fi
 		passed=$((passed + p))
 		failed=$((failed + f))
 		skipped=$((skipped + s))
 	done
 done
+[ -z "$failures" ] || printf 'failed:\n%s' "$failures"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ] && [ "$passed" -gt 0 ]

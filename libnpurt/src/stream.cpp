@@ -1481,9 +1481,16 @@ npurtError_t Stream::record(Event &ev, const char *api)
 		return setError(failed_, std::string(api) + ": " + failMessage_);
 	ev.setPending(this);
 	auto doRecord = [this, &ev, api]() -> npurtError_t {
-		// With mutex_ held.
+		// With mutex_ held. A record that cannot be submitted still
+		// stands for the work before it: a record deferred behind a
+		// host function that meets the stream failed meanwhile must
+		// report that failure, not success (found by the soak).
+		auto lastPoint = [this] {
+			return lastClass_ >= 0 ? Point{timelines_[lastClass_], last_[lastClass_]}
+			                       : Point{};
+		};
 		if (npurtError_t err = flushWaits(api)) {
-			ev.resolve({}, &ctx_, 0);
+			ev.resolve(lastPoint(), &ctx_, 0);
 			return err;
 		}
 		if (ev.timing()) {
@@ -1503,16 +1510,13 @@ npurtError_t Stream::record(Event &ev, const char *api)
 			info.op = -3;
 			uint32_t cls = lastClass_ >= 0 ? lastClass_ : DRM_NPU_ENGINE_COPY;
 			if (npurtError_t err = submitNow(cls, &t, sizeof(t), info)) {
-				// The event stays usable: as if never recorded.
-				ev.resolve({}, &ctx_, 0);
+				// The event stays usable, without a timestamp.
+				ev.resolve(lastPoint(), &ctx_, 0);
 				return err;
 			}
 			ev.resolve({timelines_[cls], last_[cls]}, &ctx_, slot);
 		} else {
-			Point p;
-			if (lastClass_ >= 0)
-				p = {timelines_[lastClass_], last_[lastClass_]};
-			ev.resolve(p, &ctx_, 0);
+			ev.resolve(lastPoint(), &ctx_, 0);
 		}
 		return npurtSuccess;
 	};
@@ -1763,6 +1767,35 @@ npurtError_t Event::exportInterprocess(int *fd, uint64_t *inode, const char *api
 	return npurtSuccess;
 }
 
+namespace {
+
+// After the point has completed: whether the work up to it failed. Jobs
+// after a queue's first failure are cancelled, so the point failed when
+// its queue's first error is at or before it. A timeline's fence does not
+// carry the error (its point is a dma_fence_chain link), hence the queue's
+// status: without it an event recorded on a stream destroyed before anyone
+// looked at its failure synchronised with npurtSuccess (found by the
+// soak). IPC events hold another process's fence and cannot ask.
+npurtError_t pointFailure(const Point &p, const char *api)
+{
+	if (!p)
+		return npurtSuccess;
+	drm_npu_queue_status qs{};
+	qs.queue_id = p.tl->queueId;
+	if (int ret = p.tl->file->ioctl(DRM_IOCTL_NPU_QUEUE_STATUS, &qs))
+		return setError(errorFromErrno(ret),
+		                osMessage(std::string(api) + ": queue status", ret));
+	if (qs.state != DRM_NPU_QUEUE_ERROR || !qs.error_point || qs.error_point > p.value)
+		return npurtSuccess;
+	return setError(errorCode(qs.error),
+	                std::string(api) + ": the work the event recorded failed: " +
+	                        errorKind(qs.error) + " (NPU " + std::to_string(p.tl->ordinal) +
+	                        ", " + (p.tl->engineClass ? "compute" : "copy") + " engine " +
+	                        std::to_string(p.tl->engineId) + ")");
+}
+
+}  // namespace
+
 npurtError_t Event::query(const char *api)
 {
 	{
@@ -1771,20 +1804,22 @@ npurtError_t Event::query(const char *api)
 			return npurtErrorNotReady;
 	}
 	int ret;
+	Point p;
 	if (ipc_) {
 		ret = waitFence(*ipc_, 0);
 	} else {
 		Stream *s = nullptr;
 		uint64_t slot = 0;
 		Context *c = nullptr;
-		ret = waitPoint(point(&s, &slot, &c, 0), 0);
+		p = point(&s, &slot, &c, 0);
+		ret = waitPoint(p, 0);
 	}
 	if (ret == -ETIME)
 		return npurtErrorNotReady;
 	if (ret)
 		return setError(errorFromErrno(ret),
 		                osMessage(std::string(api) + ": waiting", ret));
-	return npurtSuccess;
+	return pointFailure(p, api);
 }
 
 npurtError_t Event::synchronize(int64_t timeoutMs, const char *api)
@@ -1810,7 +1845,7 @@ npurtError_t Event::synchronize(int64_t timeoutMs, const char *api)
 	if (ret)
 		return setError(errorFromErrno(ret),
 		                osMessage(std::string(api) + ": waiting", ret));
-	return npurtSuccess;
+	return ipc_ ? npurtSuccess : pointFailure(p, api);
 }
 
 Stream *createStreamForContext(Context &ctx, unsigned flags, int priority, bool isDefault)

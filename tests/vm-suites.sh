@@ -115,6 +115,16 @@ if [ "$suites" = all ]; then
 		run "compat_$p" cmd "$bin/compat_$p"
 	done
 fi
+# Bounded runs of the uAPI fuzzer (tools/fuzz: two seeds, about 30 s) and
+# the soak (tools/soak: processes with faults, hangs and kills injected,
+# about 25 s, then the module unloaded, checked for leaks and reloaded), so
+# a regression either would find shows in `make test`; `make fuzz` and
+# `make soak` run them longer.
+if [ "$suites" = all ]; then
+	NPU_FUZZ_SECONDS=${NPU_FUZZ_SECONDS:-15} run npu-fuzz cmd \
+		"$top/tools/fuzz/run-bounded.sh" "$results/fuzz" "$bin/npu-fuzz"
+	run npu-soak cmd "$top/tools/soak/run-bounded.sh" "$results/soak" "$bin/npu-soak"
+fi
 if [ "$suites" = core ] || [ "$suites" = kernel ]; then
 	exit 0
 fi

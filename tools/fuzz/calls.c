@@ -32,6 +32,10 @@
 
 #include "fuzz.h"
 
+#ifndef offsetofend
+#define offsetofend(t, m) (offsetof(t, m) + sizeof(((t *)0)->m))
+#endif
+
 const char *const fz_kind_name[K_COUNT] = {
         [K_QUERY] = "QUERY",
         [K_BO_CREATE] = "BO_CREATE",
@@ -65,6 +69,7 @@ const char *const fz_kind_name[K_COUNT] = {
         [K_FORK] = "fork",
         [K_REOPEN] = "reopen",
         [K_INJECT] = "inject (debugfs)",
+        [K_PROC_READ] = "fdinfo/debugfs read",
 };
 
 const char *const fz_op_name[OP_COUNT] = {
@@ -98,6 +103,7 @@ const char *const fz_op_name[OP_COUNT] = {
         [OP_FORK] = "fork",
         [OP_REOPEN] = "reopen",
         [OP_INJECT] = "inject",
+        [OP_PROC_READ] = "proc_read",
 };
 
 /* Relative frequency of each op in fresh genomes. */
@@ -132,6 +138,7 @@ const unsigned fz_op_weight[OP_COUNT] = {
         [OP_FORK] = 3,
         [OP_REOPEN] = 4,
         [OP_INJECT] = 12,
+        [OP_PROC_READ] = 40,
 };
 
 /* One genome in four carries a mutation. */
@@ -283,6 +290,8 @@ static bool errno_ok(struct fz_ctx *c, unsigned kind, int err, bool stale)
 		ok |= E(EBADF);
 	if (kind == K_INJECT)
 		return true; /* not the driver's answer: only counted */
+	if (kind == K_PROC_READ)
+		return err == ENOENT; /* a file reopened meanwhile, else it reads */
 	if (kind == K_FORK || kind == K_MMAP || kind == K_MUNMAP || kind == K_MADVISE)
 		ok |= E(EINVAL) | E(ENOMEM) | E(EAGAIN);
 	return (ok >> err) & 1;
@@ -1021,6 +1030,7 @@ static void op_query(struct fz_ctx *c, struct fz_fd *f)
 	bool array = id == DRM_NPU_QUERY_ENGINES || id == DRM_NPU_QUERY_ENGINE_STATS;
 	uint64_t ep = epoch_of(f);
 	uint32_t in_size;
+	bool canary;
 	int err;
 
 	switch (fz_below(&c->lr, 4)) {
@@ -1036,10 +1046,37 @@ static void op_query(struct fz_ctx *c, struct fz_fd *f)
 	}
 	mutate(c, f, &a, fields, 5);
 	in_size = a.size;
+	/* A canary past what the kernel may write: min(size, the answer's). */
+	canary = a.data_ptr == (uintptr_t)c->io && in_size <= FZ_IO_SIZE - 64;
+	if (canary)
+		memset(c->io, 0xa5, in_size + 64);
 	err = fz_ioctl(c, f, K_QUERY, DRM_IOCTL_NPU_QUERY, &a, a.query, a.size, a.data_ptr, ep);
-	if (!err && !c->mutated && a.size != sizes[id] * (array ? di->num_engines : 1) &&
-	    (array || id != DRM_NPU_QUERY_DEVICE_INFO))
+	if (!err && !c->mutated && a.size != sizes[id] * (array ? di->num_engines : 1))
 		fz_fail(c, "QUERY %u answered size %u", id, a.size);
+	if (!err && canary) {
+		uint32_t done = in_size < a.size ? in_size : a.size, i;
+
+		for (i = done; i < in_size + 64; i++)
+			if (c->io[i] != 0xa5) {
+				fz_fail(c, "QUERY %u with size %u wrote byte %u (answer %u bytes)",
+				        a.query, in_size, i, a.size);
+				break;
+			}
+		/* The answers' pads are zero. */
+		if (a.query == DRM_NPU_QUERY_DEVICE_INFO &&
+		    done >= offsetofend(struct drm_npu_device_info, pad) &&
+		    ((struct drm_npu_device_info *)c->io)->pad)
+			fz_fail(c, "QUERY DEVICE_INFO: pad not zero");
+		if (a.query == DRM_NPU_QUERY_DEVICE_STATS &&
+		    done >= offsetofend(struct drm_npu_device_stats, pad) &&
+		    ((struct drm_npu_device_stats *)c->io)->pad)
+			fz_fail(c, "QUERY DEVICE_STATS: pad not zero");
+		for (i = 0; a.query == DRM_NPU_QUERY_ENGINES &&
+		            (i + 1) * sizeof(struct drm_npu_engine_info) <= done;
+		     i++)
+			if (((struct drm_npu_engine_info *)c->io)[i].pad)
+				fz_fail(c, "QUERY ENGINES: pad of engine %u not zero", i);
+	}
 	if (!err && !c->mutated && id == DRM_NPU_QUERY_DEVICE_INFO && in_size &&
 	    ((struct drm_npu_device_info *)c->io)->api_version >> 16 != DRM_NPU_API_VERSION_MAJOR)
 		fz_fail(c, "QUERY DEVICE_INFO: api_version 0x%x",
@@ -1235,6 +1272,10 @@ static int bo_info(struct fz_ctx *c, struct fz_fd *f, struct fz_bo *b, bool mut)
 		fz_fail(c, "BO_INFO of handle %u: kind %u size %llu, made as kind %u size %llu",
 		        a.handle, a.kind, (unsigned long long)a.size, kind,
 		        (unsigned long long)size);
+	if ((a.status & ~DRM_NPU_BO_STATUS_STALE) || a.kind > DRM_NPU_BO_IMPORTED ||
+	    (a.status && a.kind != DRM_NPU_BO_USERPTR) || a.size % FZ_PAGE || !a.size)
+		fz_fail(c, "BO_INFO of handle %u: kind %u status 0x%x size %llu", a.handle, a.kind,
+		        a.status, (unsigned long long)a.size);
 	if (a.kind <= DRM_NPU_BO_HOST && !a.mmap_offset && !c->mutated)
 		fz_fail(c, "BO_INFO: no mmap offset for a %s BO", a.kind ? "host" : "device");
 	fz_lock(c, f);
@@ -2521,6 +2562,40 @@ static void op_inject(struct fz_ctx *c, struct fz_fd *f)
 	rec_end(c, r, K_INJECT, err, true);
 }
 
+/*
+ * Reads what the driver prints about the contexts while they change: the
+ * file's fdinfo, or the device's debugfs lists of clients (every context's
+ * mappings and queues), engines and memory.
+ */
+static void op_proc_read(struct fz_ctx *c, struct fz_fd *f)
+{
+	static const char *const files[] = {"npu_clients", "npu_engines", "npu_memory"};
+	const struct fz_node *n = &c->p->nodes[f->node];
+	char path[sizeof(n->debugfs) + 32];
+	struct fz_rec *r;
+	unsigned which = (unsigned)fz_below(&c->lr, 6);
+	ssize_t got = 0;
+	int fd, err = 0;
+
+	if (which < 3 || !n->debugfs[0])
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", f->fd);
+	else
+		snprintf(path, sizeof(path), "%s/%s", n->debugfs, files[which - 3]);
+	r = rec_begin(c, K_PROC_READ, which, (uint64_t)f->fd, 0, 0);
+	fz_kcov_start(c);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		err = errno;
+	while (fd >= 0 && (got = read(fd, c->io, FZ_IO_SIZE)) > 0)
+		;
+	if (fd >= 0 && got < 0)
+		err = errno;
+	if (fd >= 0)
+		close(fd);
+	fz_kcov_collect(c);
+	rec_end(c, r, K_PROC_READ, err, true);
+}
+
 static void (*const fz_ops[OP_COUNT])(struct fz_ctx *, struct fz_fd *) = {
         [OP_QUERY] = op_query,
         [OP_BO_CREATE] = op_bo_create,
@@ -2552,6 +2627,7 @@ static void (*const fz_ops[OP_COUNT])(struct fz_ctx *, struct fz_fd *) = {
         [OP_FORK] = op_fork,
         [OP_REOPEN] = op_reopen,
         [OP_INJECT] = op_inject,
+        [OP_PROC_READ] = op_proc_read,
 };
 
 void fz_exec(struct fz_ctx *c, uint64_t desc)

@@ -86,6 +86,7 @@ enum fz_kind {
 	K_FORK,
 	K_REOPEN,
 	K_INJECT,
+	K_PROC_READ,
 	K_COUNT
 };
 
@@ -121,6 +122,7 @@ enum fz_op {
 	OP_FORK,
 	OP_REOPEN,
 	OP_INJECT,
+	OP_PROC_READ,
 	OP_COUNT
 };
 

@@ -7,7 +7,9 @@
  * QUEUE_DESTROY, SUBMIT, QUEUE_STATUS, QUEUE_RESET), the DRM core calls the
  * stack uses (GEM_CLOSE, PRIME both ways, the syncobj ioctls) and the
  * system calls around them (mmap of BOs and dma-bufs, munmap, fork, closing
- * and reopening a file, remapping the memory userptr BOs pin). Most calls
+ * and reopening a file, remapping the memory userptr BOs pin, reading the
+ * files' fdinfo and the devices' debugfs lists, arming the devices' fault
+ * injection through debugfs, disarmed at the end). Most calls
  * are valid, built from what the process holds (handles, bound device
  * addresses, queues, timeline points, dma-bufs: calls.c), with command
  * buffers whose copies, fills and ops address bound memory (packets.c);
@@ -24,7 +26,9 @@
  * Failures: a kernel report in the kernel log (WARN, BUG, oops, lockdep,
  * KASAN, RCU stall, hung task, the module's leak message), an errno the
  * call may not return (see calls.c), a refused field accepted, a worker
- * that crashed, a call that did not return within --hang-timeout. Each
+ * that crashed, a call that did not return within --hang-timeout, a device
+ * that after the run does not come back (within --hang-timeout) to the
+ * BOs, device memory and queues it held before. Each
  * prints the seed, the stream and the calls that led to it; with --out,
  * every stream's log and a replay file are written there.
  *
@@ -809,6 +813,26 @@ struct monitor {
 	int hangs, crashes, no_node;
 };
 
+static void progress_line(uint64_t start, uint64_t now)
+{
+	uint64_t calls = 0;
+	int p, t, k;
+
+	for (p = 0; p < opts.procs; p++)
+		for (t = 0; t < opts.threads; t++)
+			for (k = 0; k < K_COUNT; k++)
+				calls += shm->t[p][t].calls[k];
+	printf("npu-fuzz: %.0f s, %llu calls (%.0f/s), %d failures, %d kernel reports\n",
+	       (double)(now - start) / 1e9, (unsigned long long)calls,
+	       (double)calls * 1e9 / (double)(now - start), atomic_load(&shm->failures),
+	       kernel_reports);
+	if (atomic_load(&shm->pcs))
+		printf("          KCOV PCs %llu, corpus %llu\n",
+		       (unsigned long long)atomic_load(&shm->pcs),
+		       (unsigned long long)atomic_load(&shm->corpus));
+	fflush(stdout);
+}
+
 static void reap(struct monitor *m, int p)
 {
 	int status;
@@ -1181,9 +1205,9 @@ int main(int argc, char **argv)
 {
 	struct monitor m = {0};
 	const char *mode;
-	uint64_t start, now, stop_at = 0, stopped_at = 0;
+	uint64_t start, now, stop_at = 0, stopped_at = 0, last_progress;
 	struct pollfd pfd[FZ_MAX_PROCS + 1];
-	int kfd, p, alive, failures;
+	int kfd, p, alive, failures, kills = 0;
 	bool ok;
 
 	if (parse_args(argc, argv)) {
@@ -1221,6 +1245,7 @@ int main(int argc, char **argv)
 
 	take_baseline();
 	start = fz_now_ns();
+	last_progress = start;
 	if (opts.seconds)
 		stop_at = start + (uint64_t)(opts.seconds * 1e9);
 	for (p = 0; p < opts.procs; p++) {
@@ -1262,12 +1287,23 @@ int main(int argc, char **argv)
 		}
 		now = fz_now_ns();
 		watchdog(&m, now);
+		if (now - last_progress >= 60000000000ull) {
+			/* A line a minute, so a long run shows it lives. */
+			last_progress = now;
+			progress_line(start, now);
+		}
 		if (stop_at && now >= stop_at)
 			atomic_store(&shm->stop, 1);
 		if (atomic_load(&shm->stop) && !stopped_at)
 			stopped_at = now;
 		/* Asked to stop and still running well past a call's bound: a hang. */
 		if (stopped_at && now - stopped_at > (uint64_t)(opts.hang_timeout * 1e9)) {
+			if (kills++) {
+				/* Killed and still there: stuck in the kernel. */
+				out_str(2, "npu-fuzz: a killed worker does not exit: giving up on "
+				           "it\n");
+				break;
+			}
 			for (p = 0; p < opts.procs; p++)
 				if (m.alive[p]) {
 					m.hangs++;

@@ -54,6 +54,10 @@ protected:
 TEST_F(MemUsage, CountsEveryContextOfTheProcess)
 {
 	npurtMemUsage before = usage();
+	int n = 0;
+	ASSERT_EQ(npurtGetDeviceCount(&n), npurtSuccess);
+	// What earlier tests left cached on NPU 1 stays as it is.
+	size_t otherBefore = n > 1 ? usage(1).processReservedBytes : 0;
 	EXPECT_GT(before.totalBytes, 0u);
 	EXPECT_LE(before.freeBytes, before.totalBytes);
 	EXPECT_GE(before.contexts, 1u);
@@ -76,10 +80,8 @@ TEST_F(MemUsage, CountsEveryContextOfTheProcess)
 	EXPECT_GE(two.processReservedBytes, one.processReservedBytes + 12 * kMiB);
 	EXPECT_GE(two.processAllocatedBytes, one.processAllocatedBytes + 12 * kMiB);
 	// NPU 1 is not charged for NPU 0's memory.
-	int n = 0;
-	ASSERT_EQ(npurtGetDeviceCount(&n), npurtSuccess);
 	if (n > 1) {
-		EXPECT_LT(usage(1).processReservedBytes, 12 * kMiB);
+		EXPECT_EQ(usage(1).processReservedBytes, otherBefore);
 	}
 	ASSERT_EQ(npurtCtxDestroy(ctx), npurtSuccess) << lastMessage();
 	npurtMemUsage after = usage();

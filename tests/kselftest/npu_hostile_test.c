@@ -3059,6 +3059,16 @@ EXHAUST_TEST(exhaust_jobs_and_fences, K_EXHAUST_JOBS, attack_exhaust_jobs,
 EXHAUST_TEST(exhaust_mappings, K_EXHAUST_MAPPINGS, attack_exhaust_mappings,
 	     600)
 
+/*
+ * Each test runs in a child of the harness that leaves with _exit(): a
+ * fully buffered stdout (a log file) would lose the lines it printed, the
+ * table below among them.
+ */
+static void __attribute__((constructor)) hostile_line_buffered(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
 /* Last: the table of what was tried; nothing may have succeeded. */
 TEST_F(hostile, summary)
 {

@@ -69,3 +69,77 @@ def test_backward_inside_side_stream(dev):
     xc.requires_grad_()
     (gxc,) = torch.autograd.grad((mc(xc) * w).sum(), [xc])
     torch.testing.assert_close(gx.cpu(), gxc, rtol=1e-4, atol=1e-4)
+
+
+def _slow_implicit_gradient(monkeypatch, busy):
+    """torch.ones_like, which backward calls for a scalar's implicit
+    gradient, made slow on the stream it runs on: four GEMMs (about a
+    second in the guest) ahead of the fill, into a block that held NaN. A
+    backward not ordered after the fill reads NaN (the bug of CI's flaky
+    test_backward_inside_side_stream: the fill ran on the caller's side
+    stream, the 1.13 engine's kernels on the default stream)."""
+    ones_like = torch.ones_like
+    calls = []
+
+    def slow_ones_like(t, *args, **kwargs):
+        if t.device.type == "cpu":
+            return ones_like(t, *args, **kwargs)
+        poison = torch.full_like(t, float("nan"))
+        npu.current_stream().synchronize()
+        del poison
+        b = busy
+        for _ in range(4):
+            b = b @ b
+        calls.append(npu.current_stream())
+        return ones_like(t, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "ones_like", slow_ones_like)
+    return calls
+
+
+def test_implicit_gradient_is_written_before_the_backward_reads_it(dev, monkeypatch):
+    gw, gb = cpu_grads()
+    m, x, w = model_and_data()
+    m.npu()
+    busy = torch.randn(128, 128).to(dev) / 12
+    npu.synchronize()
+    s = npu.Stream()
+    calls = _slow_implicit_gradient(monkeypatch, busy)
+    with npu.stream(s):
+        xd, wd = x.to(dev), w.to(dev)
+        (m(xd) * wd).sum().backward()
+        # The caller's stream is its own again once backward returns.
+        assert npu.current_stream() == s
+        g2 = m.weight.grad * 1
+    assert len(calls) == 1
+    s.synchronize()
+    torch.testing.assert_close(g2.cpu(), gw, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(m.bias.grad.cpu(), gb, rtol=1e-4, atol=1e-4)
+    # torch.autograd.grad makes its implicit gradient the same way.
+    xd2 = x.to(dev).requires_grad_()
+    with npu.stream(s):
+        (gx,) = torch.autograd.grad((m(xd2) * wd).sum(), [xd2])
+        gx = gx + 0
+    assert len(calls) == 2
+    s.synchronize()
+    mc, xc, _ = model_and_data()
+    xc.requires_grad_()
+    (gxc,) = torch.autograd.grad((mc(xc) * w).sum(), [xc])
+    torch.testing.assert_close(gx.cpu(), gxc, rtol=1e-4, atol=1e-4)
+
+
+def test_failed_backward_gives_back_the_callers_stream(dev):
+    m, x, w = model_and_data()
+    m.npu()
+    s = npu.Stream()
+    with npu.stream(s):
+        loss = (m(x.to(dev)) * w.to(dev)).sum()
+        loss.backward()
+        try:
+            loss.backward()  # the graph was freed by the first
+        except RuntimeError as e:
+            assert "second time" in str(e)
+        else:
+            raise AssertionError("a second backward through a freed graph did not raise")
+        assert npu.current_stream() == s
+    assert npu.current_stream() == npu.default_stream()

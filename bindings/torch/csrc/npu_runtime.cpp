@@ -5,6 +5,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cctype>
@@ -233,7 +234,7 @@ c10::Stream exchangeStream(const c10::Stream &stream)
 	return old;
 }
 
-void syncStreamsBeforeBackward()
+std::vector<int64_t> syncStreamsBeforeBackward()
 {
 	int n = deviceCount();
 	for (int dev = 0; dev < n; dev++) {
@@ -247,19 +248,35 @@ void syncStreamsBeforeBackward()
 			check(npurtStreamWaitEvent(nullptr, e.sync, 0), "npurtStreamWaitEvent");
 		}
 	}
+	// The implicit gradients (torch's ones_like in the caller's thread)
+	// are made after this point: on the default streams, where 1.13's
+	// device threads consume them (torch 2.x's engine orders them from
+	// there to the forward's streams itself). Switched once nothing can
+	// throw, so that the epilogue always follows.
+	std::vector<int64_t> saved(tlsCurrent.begin(), tlsCurrent.begin() + n);
+	std::fill(tlsCurrent.begin(), tlsCurrent.begin() + n, 0);
+	return saved;
 }
 
-void syncStreamsAfterBackward()
+void syncStreamsAfterBackward(const std::vector<int64_t> &saved)
 {
 	int n = deviceCount();
+	TORCH_CHECK(saved.size() == static_cast<size_t>(n), "_backward_epilogue: ",
+	            saved.size(), " streams for ", n, " NPUs");
 	for (int dev = 0; dev < n; dev++) {
-		int64_t cur = tlsCurrent[dev];
+		auto &t = streamTables()[dev];
+		std::lock_guard<std::mutex> g(t.lock);
+		TORCH_CHECK(saved[dev] >= 0 && static_cast<size_t>(saved[dev]) <= t.table.size(),
+		            "_backward_epilogue: unknown stream id ", saved[dev], " on NPU ", dev);
+	}
+	// Restored before any wait can throw.
+	std::copy(saved.begin(), saved.end(), tlsCurrent.begin());
+	for (int dev = 0; dev < n; dev++) {
+		int64_t cur = saved[dev];
 		if (cur == 0)
 			continue;  // the caller works on the default stream itself
 		auto &t = streamTables()[dev];
 		std::lock_guard<std::mutex> g(t.lock);
-		if (cur < 0 || static_cast<size_t>(cur) > t.table.size())
-			continue;
 		const StreamEntry &e = t.table[cur - 1];
 		DeviceScope scope(dev);
 		// The entry's own event: recorded on the default stream here, its

@@ -15,6 +15,7 @@
 #include <npurt/npurt.h>
 
 #include <cstdint>
+#include <vector>
 #include <map>
 #include <mutex>
 #include <string>
@@ -134,9 +135,12 @@ bool callSitesEnabled();
 // stream and synchronises only CUDA streams. Before a backward the default
 // stream of every NPU waits for the work queued on all its streams (the
 // forward may have run on any); after it, the caller's current streams
-// wait for the default streams (where the gradients were written).
-void syncStreamsBeforeBackward();
-void syncStreamsAfterBackward();
+// wait for the default streams (where the gradients were written). Between
+// the two the calling thread's current streams are the default streams
+// (the implicit gradients are made there); the prologue returns the
+// caller's, which the epilogue restores.
+std::vector<int64_t> syncStreamsBeforeBackward();
+void syncStreamsAfterBackward(const std::vector<int64_t> &saved);
 
 // A stream's handle by its native pointer, for messages ("" if unknown).
 std::string describeNativeStream(const void *stream);

@@ -239,11 +239,11 @@ def _wrap_backward(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        _C._backward_prologue()
+        saved = _C._backward_prologue()
         try:
             return fn(*args, **kwargs)
         finally:
-            _C._backward_epilogue()
+            _C._backward_epilogue(saved)
     return wrapper
 
 

@@ -213,6 +213,24 @@ npurtError_t errorCode(int err)
 	}
 }
 
+// The queue's state from the kernel: the failure's point, offset and error.
+npurtError_t queueStatus(const Timeline &tl, const char *api, drm_npu_queue_status *qs)
+{
+	*qs = {};
+	qs->queue_id = tl.queueId;
+	if (int ret = tl.file->ioctl(DRM_IOCTL_NPU_QUEUE_STATUS, qs))
+		return setError(errorFromErrno(ret),
+		                osMessage(std::string(api) + ": queue status", ret));
+	return npurtSuccess;
+}
+
+// "NPU 0, copy engine 1": where a queue's work runs, for messages.
+std::string engineName(const Timeline &tl)
+{
+	return "NPU " + std::to_string(tl.ordinal) + ", " +
+	       (tl.engineClass ? "compute" : "copy") + " engine " + std::to_string(tl.engineId);
+}
+
 }  // namespace
 
 int64_t monotonicNs()
@@ -790,12 +808,9 @@ npurtError_t Stream::checkFailure(const char *api)
 	for (auto &t : timelines_) {
 		if (!t)
 			continue;
-		drm_npu_queue_status qs{};
-		qs.queue_id = t->queueId;
-		int ret = t->file->ioctl(DRM_IOCTL_NPU_QUEUE_STATUS, &qs);
-		if (ret)
-			return setError(errorFromErrno(ret),
-			                osMessage(std::string(api) + ": queue status", ret));
+		drm_npu_queue_status qs;
+		if (npurtError_t err = queueStatus(*t, api, &qs))
+			return err;
 		if (qs.state != DRM_NPU_QUEUE_ERROR)
 			continue;
 		uint64_t seq = UINT64_MAX - 1;
@@ -813,10 +828,7 @@ npurtError_t Stream::checkFailure(const char *api)
 			msg += " at device address " + hex(st.fault_addr);
 		char where[64];
 		std::snprintf(where, sizeof(where), "%p", static_cast<void *>(this));
-		msg += " on stream " + std::string(where) + " (NPU " +
-		       std::to_string(ctx_.ordinal()) + ", " +
-		       (tl->engineClass ? "compute" : "copy") + " engine " +
-		       std::to_string(tl->engineId) +
+		msg += " on stream " + std::string(where) + " (" + engineName(*tl) +
 		       "): " + describeTask(*tl, st.error_point, st.error_offset) +
 		       "; later work on the stream was cancelled (npurtStreamRecover resumes it)";
 		fail(errorCode(st.error), msg, true);
@@ -1780,18 +1792,24 @@ npurtError_t pointFailure(const Point &p, const char *api)
 {
 	if (!p)
 		return npurtSuccess;
-	drm_npu_queue_status qs{};
-	qs.queue_id = p.tl->queueId;
-	if (int ret = p.tl->file->ioctl(DRM_IOCTL_NPU_QUEUE_STATUS, &qs))
-		return setError(errorFromErrno(ret),
-		                osMessage(std::string(api) + ": queue status", ret));
+	// The common case needs no system call: the completion record says the
+	// point's own job was the last to end, and ended well (a job after a
+	// failure ends cancelled, unless the queue was recovered in between,
+	// where the kernel's status says the same).
+	if (const auto *rec = p.tl->record.load(std::memory_order_acquire)) {
+		uint64_t done = __atomic_load_n(&rec->completed, __ATOMIC_ACQUIRE);
+		if (done == p.value && !__atomic_load_n(&rec->error, __ATOMIC_ACQUIRE))
+			return npurtSuccess;
+	}
+	drm_npu_queue_status qs;
+	if (npurtError_t err = queueStatus(*p.tl, api, &qs))
+		return err;
 	if (qs.state != DRM_NPU_QUEUE_ERROR || !qs.error_point || qs.error_point > p.value)
 		return npurtSuccess;
-	return setError(errorCode(qs.error),
-	                std::string(api) + ": the work the event recorded failed: " +
-	                        errorKind(qs.error) + " (NPU " + std::to_string(p.tl->ordinal) +
-	                        ", " + (p.tl->engineClass ? "compute" : "copy") + " engine " +
-	                        std::to_string(p.tl->engineId) + ")");
+	return setError(errorCode(qs.error), std::string(api) +
+	                                             ": the work the event recorded failed: " +
+	                                             errorKind(qs.error) + " (" +
+	                                             engineName(*p.tl) + ")");
 }
 
 }  // namespace

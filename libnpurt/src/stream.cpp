@@ -227,8 +227,8 @@ npurtError_t queueStatus(const Timeline &tl, const char *api, drm_npu_queue_stat
 // "NPU 0, copy engine 1": where a queue's work runs, for messages.
 std::string engineName(const Timeline &tl)
 {
-	return "NPU " + std::to_string(tl.ordinal) + ", " +
-	       (tl.engineClass ? "compute" : "copy") + " engine " + std::to_string(tl.engineId);
+	return "NPU " + std::to_string(tl.ordinal) + ", " + (tl.engineClass ? "compute" : "copy") +
+	       " engine " + std::to_string(tl.engineId);
 }
 
 }  // namespace
@@ -1806,10 +1806,9 @@ npurtError_t pointFailure(const Point &p, const char *api)
 		return err;
 	if (qs.state != DRM_NPU_QUEUE_ERROR || !qs.error_point || qs.error_point > p.value)
 		return npurtSuccess;
-	return setError(errorCode(qs.error), std::string(api) +
-	                                             ": the work the event recorded failed: " +
-	                                             errorKind(qs.error) + " (" +
-	                                             engineName(*p.tl) + ")");
+	return setError(errorCode(qs.error),
+	                std::string(api) + ": the work the event recorded failed: " +
+	                        errorKind(qs.error) + " (" + engineName(*p.tl) + ")");
 }
 
 }  // namespace

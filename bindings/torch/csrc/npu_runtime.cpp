@@ -261,8 +261,8 @@ std::vector<int64_t> syncStreamsBeforeBackward()
 void syncStreamsAfterBackward(const std::vector<int64_t> &saved)
 {
 	int n = deviceCount();
-	TORCH_CHECK(saved.size() == static_cast<size_t>(n), "_backward_epilogue: ",
-	            saved.size(), " streams for ", n, " NPUs");
+	TORCH_CHECK(saved.size() == static_cast<size_t>(n), "_backward_epilogue: ", saved.size(),
+	            " streams for ", n, " NPUs");
 	for (int dev = 0; dev < n; dev++) {
 		auto &t = streamTables()[dev];
 		std::lock_guard<std::mutex> g(t.lock);

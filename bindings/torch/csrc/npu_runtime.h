@@ -15,10 +15,10 @@
 #include <npurt/npurt.h>
 
 #include <cstdint>
-#include <vector>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace torch_npurt {
 

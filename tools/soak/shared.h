@@ -111,12 +111,18 @@ struct IpcMailbox {
 	std::atomic<uint32_t> claim{0};
 	std::atomic<uint32_t> ack{0};
 	std::atomic<uint32_t> claimerGeneration{0};
+	// Written between an odd and an even offer (a seqlock). The reader
+	// copies the handles with volatile reads and the rest atomically: a
+	// plain read may be made again later by the compiler, after the next
+	// offer changed it: the likeliest reading of a soak that took a dead
+	// exporter's refusal for a live one's (a handle of one incarnation
+	// judged by the generation of the next).
 	npurtIpcMemHandle_t mem{};
 	npurtIpcEventHandle_t event{};
-	uint64_t elements = 0;  // float32 elements at the handle's offset
-	uint32_t seed = 0;  // what the exporter's pattern is made from
-	int32_t device = 0;  // the exporter's NPU
-	uint32_t exporterGeneration = 0;
+	std::atomic<uint64_t> elements{0};  // float32 elements at the handle's offset
+	std::atomic<uint32_t> seed{0};  // what the exporter's pattern is made from
+	std::atomic<int32_t> device{0};  // the exporter's NPU
+	std::atomic<uint32_t> exporterGeneration{0};
 };
 
 struct Slot {

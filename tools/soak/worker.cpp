@@ -29,6 +29,16 @@
 namespace soak {
 namespace {
 
+// A copy that the compiler makes once, where it is written: the source is
+// shared memory another process may rewrite.
+void volatileCopy(void *dst, const void *src, size_t n)
+{
+	auto *d = static_cast<unsigned char *>(dst);
+	const auto *v = static_cast<const volatile unsigned char *>(src);
+	for (size_t i = 0; i < n; i++)
+		d[i] = v[i];
+}
+
 constexpr int kScenarioCount = 13;
 const char *const kScenarioNames[kScenarioCount + 1] = {
         "copy",          "copy-events", "op",     "op-chain",     "cross-device", "alloc-churn",
@@ -1284,13 +1294,17 @@ void Thread::runIpc(bool exporter)
 			}
 			if (offered) {
 				uint32_t g = box.offer.load() / 2 + 1;
+				// A seqlock: odd while the fields change. The
+				// fence keeps their writes after the odd mark.
 				box.offer.store(2 * g - 1);
+				std::atomic_thread_fence(std::memory_order_release);
 				box.mem = mh;
 				box.event = eh;
-				box.elements = n;
-				box.seed = seed;
-				box.device = dev;
-				box.exporterGeneration = slot_->generation.load();
+				box.elements.store(n, std::memory_order_relaxed);
+				box.seed.store(seed, std::memory_order_relaxed);
+				box.device.store(dev, std::memory_order_relaxed);
+				box.exporterGeneration.store(slot_->generation.load(),
+				                             std::memory_order_relaxed);
 				box.offer.store(2 * g);
 				futexWakeAll(&box.offer);
 				// Claimed within a while, or withdrawn.
@@ -1343,11 +1357,18 @@ void Thread::runIpc(bool exporter)
 		}
 		const uint32_t g = o / 2;
 		lastSeen = g;
-		npurtIpcMemHandle_t mh = box.mem;
-		npurtIpcEventHandle_t eh = box.event;
-		const size_t n = box.elements;
-		const uint32_t seed = box.seed;
-		const uint32_t exporterGen = box.exporterGeneration;
+		npurtIpcMemHandle_t mh;
+		npurtIpcEventHandle_t eh;
+		volatileCopy(&mh, &box.mem, sizeof(mh));
+		volatileCopy(&eh, &box.event, sizeof(eh));
+		const size_t n = box.elements.load(std::memory_order_relaxed);
+		const uint32_t seed = box.seed.load(std::memory_order_relaxed);
+		const int32_t exporterDev = box.device.load(std::memory_order_relaxed);
+		const uint32_t exporterGen = box.exporterGeneration.load(std::memory_order_relaxed);
+		// The fields' reads stay before the second look at the mark: a
+		// handle of one incarnation read with the generation of the
+		// next would take a dead exporter's refusal for a live one's.
+		std::atomic_thread_fence(std::memory_order_acquire);
 		if (box.offer.load() != o)
 			continue;  // rewritten while read
 		box.claimerGeneration.store(slot_->generation.load());
@@ -1411,7 +1432,7 @@ void Thread::runIpc(bool exporter)
 						                         smallInt(seed, i, 1000));
 					if (expectFloats(h, want,
 					                 "IPC memory of NPU " +
-					                         std::to_string(box.device) +
+					                         std::to_string(exporterDev) +
 					                         " behind an IPC event"))
 						slot_->c.ipcVerified++;
 				}

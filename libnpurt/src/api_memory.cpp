@@ -16,6 +16,7 @@
 #include "npu_drm.h"
 #include "runtime.h"
 #include "stream.h"
+#include "vmm.h"
 
 using npurt::Context;
 using npurt::hexAddr;
@@ -197,8 +198,12 @@ npurtError_t npurtFree(void *devPtr)
 			return setError(
 			        npurtErrorInvalidValue,
 			        "npurtFree: " + hexAddr(addrOf(devPtr)) +
-			                " was opened with npurtIpcOpenMemHandle; close it with "
-			                "npurtIpcCloseMemHandle");
+			                (npurt::VirtualMemory::instance().findRange(
+			                         *owner, addrOf(devPtr), &b2, &s2)
+			                         ? " is mapped with npurtMemMap; npurtMemUnmap it"
+			                         : " was opened with npurtIpcOpenMemHandle; close "
+			                           "it "
+			                           "with npurtIpcCloseMemHandle"));
 		return owner->pool().deallocate(addrOf(devPtr));
 	} catch (...) {
 		return npurt::errorFromException("npurtFree");

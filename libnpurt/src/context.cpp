@@ -17,6 +17,7 @@
 #include "ipc.h"
 #include "npu_drm.h"
 #include "stream.h"
+#include "vmm.h"
 
 namespace npurt {
 namespace {
@@ -56,6 +57,24 @@ uint64_t AddressSpace::allocate(uint64_t size, uint64_t align)
 		return start;
 	}
 	return 0;
+}
+
+bool AddressSpace::allocateAt(uint64_t addr, uint64_t size)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	auto it = free_.upper_bound(addr);
+	if (it == free_.begin())
+		return false;
+	--it;
+	const uint64_t start = it->first, end = it->first + it->second;
+	if (addr + size < addr || addr + size > end)
+		return false;
+	free_.erase(it);
+	if (addr > start)
+		free_[start] = addr - start;
+	if (end > addr + size)
+		free_[addr + size] = end - (addr + size);
+	return true;
 }
 
 void AddressSpace::release(uint64_t addr, uint64_t size)
@@ -120,6 +139,8 @@ Context::~Context()
 	for (auto &r : retired_)
 		waitPoint(Point{r.tl, r.point}, INT64_MAX);
 	retired_.clear();
+	// Mapped memory (npurtMemMap) of this context: no work uses it now.
+	VirtualMemory::instance().forgetContext(*this);
 	for (auto &chunk : slotChunks_)
 		freePinned(chunk);
 	{
@@ -143,7 +164,7 @@ Context::~Context()
 	}
 }
 
-int Context::bind(uint32_t handle, uint64_t addr, uint64_t size, bool readonly)
+int Context::bind(uint32_t handle, uint64_t addr, uint64_t size, bool readonly, uint64_t offset)
 {
 	drm_npu_vm_bind b{};
 	b.op = DRM_NPU_VM_MAP;
@@ -151,6 +172,7 @@ int Context::bind(uint32_t handle, uint64_t addr, uint64_t size, bool readonly)
 	b.handle = handle;
 	b.addr = addr;
 	b.size = size;
+	b.bo_offset = offset;
 	return node_.ioctl(DRM_IOCTL_NPU_VM_BIND, &b);
 }
 
@@ -320,16 +342,19 @@ bool Context::findDeviceRange(uint64_t addr, uint64_t *base, size_t *size)
 {
 	if (pool_.lookup(addr, base, size))
 		return true;
-	std::lock_guard<std::mutex> lock(mutex_);
-	auto it = imports_.upper_bound(addr);
-	if (it == imports_.begin())
-		return false;
-	--it;
-	if (addr - it->first >= it->second.size)
-		return false;
-	*base = it->first;
-	*size = it->second.size;
-	return true;
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		auto it = imports_.upper_bound(addr);
+		if (it != imports_.begin()) {
+			--it;
+			if (addr - it->first < it->second.size) {
+				*base = it->first;
+				*size = it->second.size;
+				return true;
+			}
+		}
+	}
+	return VirtualMemory::instance().findRange(*this, addr, base, size);
 }
 
 npurtError_t Context::exportSegment(uint64_t addr, uint64_t *segBase, uint64_t *segSize, int *fd,
@@ -700,6 +725,18 @@ uint64_t Context::mark(StreamId stream)
 		m = {s, tasks, nullptr, 0, nullptr};
 	markers_[++nextMarker_] = std::move(m);
 	return nextMarker_;
+}
+
+bool Context::waitQueuedWork(int64_t deadlineNs)
+{
+	std::vector<uint64_t> markers;
+	markPending(&markers);
+	bool done = true;
+	for (uint64_t m : markers) {
+		done = wait(m, deadlineNs) && done;
+		release(m);
+	}
+	return done;
 }
 
 void Context::markPending(std::vector<uint64_t> *out)

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 #include <vector>
 
 #include "allocator.h"
@@ -29,6 +30,8 @@ public:
 	AddressSpace(uint64_t base, uint64_t size);
 	// An aligned range of `size` bytes, or 0 when the slice is full.
 	uint64_t allocate(uint64_t size, uint64_t align);
+	// Exactly [addr, addr + size), if all of it is free.
+	bool allocateAt(uint64_t addr, uint64_t size);
 	void release(uint64_t addr, uint64_t size);
 	bool contains(uint64_t addr) const { return addr >= base_ && addr - base_ < size_; }
 
@@ -75,8 +78,9 @@ public:
 	// A USERPTR BO pinning the pages [start, start + size) of this process
 	// (page-aligned); 0 or -errno from the driver.
 	int userptrBo(uint64_t start, uint64_t size, bool readonly, uint32_t *handle);
-	// Bind a BO at addr in this context's address space.
-	int bind(uint32_t handle, uint64_t addr, uint64_t size, bool readonly);
+	// Bind [offset, offset + size) of a BO at addr in this context's
+	// address space.
+	int bind(uint32_t handle, uint64_t addr, uint64_t size, bool readonly, uint64_t offset = 0);
 	int unbind(uint64_t addr, uint64_t size);
 	void closeBo(uint32_t handle);
 
@@ -103,6 +107,16 @@ public:
 	// enabled, or (peerCopy) it is made for npurtMemcpyPeer now. An
 	// error only when making it failed.
 	npurtError_t reachPeer(Context &owner, bool peerCopy, bool *reached, const char *api);
+
+	// The device's address space (shared by its contexts).
+	AddressSpace &space() { return space_; }
+	// Waits until the work queued so far on this context's streams (and
+	// its peers' streams that reach its memory) has ended, or deadlineNs
+	// (CLOCK_MONOTONIC) passed; whether it ended.
+	bool waitQueuedWork(int64_t deadlineNs);
+	// What an out-of-memory message adds about the per-process limit
+	// for `size` more bytes ("" if it was not the limit).
+	std::string limitDetail(size_t size) { return oomDetail(size); }
 
 	// Device memory free/total of this context's device.
 	npurtError_t queryMemory(uint64_t *freeBytes, uint64_t *totalBytes);

@@ -285,7 +285,8 @@ NPURT_API npurtError_t npurtMemEmptyCache(void);
 typedef struct npurtMemUsage {
 	uint64_t freeBytes, totalBytes; /* the device's, all processes */
 	/* Device memory this process's pools hold on the device, every
-	 * context's: what the limit bounds. */
+	 * context's, and its npurtMemCreate allocations: what the limit
+	 * bounds. */
 	uint64_t processReservedBytes;
 	uint64_t processAllocatedBytes; /* of which live allocations */
 	/* What the driver charges to this process's contexts on the device
@@ -471,6 +472,107 @@ NPURT_API npurtError_t npurtIpcOpenMemHandle(void **devPtr, npurtIpcMemHandle_t 
 NPURT_API npurtError_t npurtIpcCloseMemHandle(void *devPtr);
 /* npurtIpcOpenMemHandle's flag, accepted (CUDA's; no peer setup needed). */
 #define npurtIpcMemLazyEnablePeerAccess 0x01
+
+/*
+ * Virtual memory management, with the names of CUDA's driver API (cuMem*,
+ * as CANN's aclrtReserveMemAddress / aclrtMallocPhysical / aclrtMapMem):
+ * reserve a range of device addresses, create physical allocations and map
+ * them into it, then grant the device access. A range grows without moving
+ * by mapping more allocations behind it (what expandable segments build
+ * on). Addresses are npurtDeviceptr, an integer as CUdeviceptr is.
+ *
+ * - Sizes, offsets and alignments are multiples of the granularity
+ *   (npurtMemGetAllocationGranularity: 2 MiB); anything else is
+ *   npurtErrorInvalidValue with a message, as are unknown flags.
+ * - npurtMemCreate makes device memory of prop->location.id (a device,
+ *   npurtMemAllocationTypePinned), charged to the process as npurtMalloc's
+ *   is (its limit, npurtDeviceGetMemUsage); it belongs to the current
+ *   context. Released (npurtMemRelease) it lives on while mapped.
+ * - npurtMemAddressReserve reserves on the current device; addr is a hint
+ *   taken when that range is free. npurtMemAddressFree takes a whole
+ *   reservation with nothing mapped in it.
+ * - npurtMemMap maps [offset, offset + size) of an allocation at ptr inside
+ *   a reservation of the allocation's device, where nothing is mapped yet,
+ *   with no access: npurtMemSetAccess grants it (ProtRead, ProtReadWrite;
+ *   ProtNone takes it away) for the allocation's own device. Other devices
+ *   (peer access to mapped memory) are npurtErrorNotSupported.
+ * - npurtMemUnmap takes whole mappings that cover [ptr, ptr + size); it and
+ *   a narrowing npurtMemSetAccess first wait (up to 60 s) for the work
+ *   queued on the context's streams, which may use the memory.
+ * - Mapped memory with access is device memory for copies, fills and ops
+ *   of its context; a range of adjacent mappings is one buffer. A context
+ *   destroyed (or reset) takes its allocations and their mappings with it.
+ * - Thread-safe; the calls that change mappings are serialised.
+ */
+typedef unsigned long long npurtDeviceptr;
+typedef unsigned long long npurtMemGenericAllocationHandle_t;
+
+typedef enum npurtMemAllocationType {
+	npurtMemAllocationTypeInvalid = 0,
+	npurtMemAllocationTypePinned = 1 /* device memory, never migrated */
+} npurtMemAllocationType;
+
+typedef enum npurtMemLocationType {
+	npurtMemLocationTypeInvalid = 0,
+	npurtMemLocationTypeDevice = 1 /* id: a device ordinal */
+} npurtMemLocationType;
+
+typedef struct npurtMemLocation {
+	npurtMemLocationType type;
+	int id;
+} npurtMemLocation;
+
+/* requestedHandleTypes: only None (no shareable handle) is supported. */
+typedef enum npurtMemAllocationHandleType {
+	npurtMemHandleTypeNone = 0
+} npurtMemAllocationHandleType;
+
+typedef struct npurtMemAllocationProp {
+	npurtMemAllocationType type;
+	npurtMemAllocationHandleType requestedHandleTypes;
+	npurtMemLocation location;
+	unsigned char reserved[32]; /* zero */
+} npurtMemAllocationProp;
+
+typedef enum npurtMemAllocationGranularityFlags {
+	npurtMemAllocationGranularityMinimum = 0,
+	npurtMemAllocationGranularityRecommended = 1
+} npurtMemAllocationGranularityFlags;
+
+typedef enum npurtMemAccessFlags {
+	npurtMemAccessFlagsProtNone = 0,
+	npurtMemAccessFlagsProtRead = 1,
+	npurtMemAccessFlagsProtReadWrite = 3
+} npurtMemAccessFlags;
+
+typedef struct npurtMemAccessDesc {
+	npurtMemLocation location;
+	npurtMemAccessFlags flags;
+} npurtMemAccessDesc;
+
+NPURT_API npurtError_t npurtMemGetAllocationGranularity(size_t *granularity,
+                                                        const npurtMemAllocationProp *prop,
+                                                        npurtMemAllocationGranularityFlags option);
+NPURT_API npurtError_t npurtMemCreate(npurtMemGenericAllocationHandle_t *handle, size_t size,
+                                      const npurtMemAllocationProp *prop, unsigned long long flags);
+NPURT_API npurtError_t npurtMemRelease(npurtMemGenericAllocationHandle_t handle);
+NPURT_API npurtError_t npurtMemAddressReserve(npurtDeviceptr *ptr, size_t size, size_t alignment,
+                                              npurtDeviceptr addr, unsigned long long flags);
+NPURT_API npurtError_t npurtMemAddressFree(npurtDeviceptr ptr, size_t size);
+NPURT_API npurtError_t npurtMemMap(npurtDeviceptr ptr, size_t size, size_t offset,
+                                   npurtMemGenericAllocationHandle_t handle,
+                                   unsigned long long flags);
+NPURT_API npurtError_t npurtMemUnmap(npurtDeviceptr ptr, size_t size);
+NPURT_API npurtError_t npurtMemSetAccess(npurtDeviceptr ptr, size_t size,
+                                         const npurtMemAccessDesc *desc, size_t count);
+NPURT_API npurtError_t npurtMemGetAccess(unsigned long long *flags,
+                                         const npurtMemLocation *location, npurtDeviceptr ptr);
+NPURT_API npurtError_t npurtMemGetAllocationPropertiesFromHandle(
+        npurtMemAllocationProp *prop, npurtMemGenericAllocationHandle_t handle);
+/* The allocation mapped at addr (any address of the mapping), with one more
+ * reference: npurtMemRelease it. */
+NPURT_API npurtError_t npurtMemRetainAllocationHandle(npurtMemGenericAllocationHandle_t *handle,
+                                                      void *addr);
 
 /*
  * Streams: ordered queues of device work. Work on one stream runs in

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "npurt/npurt.h"
+#include "npurt/npurt.hpp"
 
 namespace {
 
@@ -539,6 +540,46 @@ TEST_F(Vmm, DeviceResetTakesTheAllocations)
 	EXPECT_EQ(npurtMemRelease(hs[0]), npurtErrorInvalidHandle);
 	EXPECT_EQ(npurtMemAddressFree(base, 2 * kG), npurtSuccess) << lastMessage();
 	npurtGetLastError();
+}
+
+// The C++ layer's GrowableBuffer: the address stays, the data stays, and
+// growing past the capacity throws without changing anything.
+TEST_F(Vmm, GrowableBufferKeepsItsAddressAndData)
+{
+	npurtMemUsage before{};
+	ASSERT_EQ(npurtDeviceGetMemUsage(0, &before), npurtSuccess);
+	{
+		npurt::GrowableBuffer b(64 * kMiB);
+		EXPECT_EQ(b.capacity(), 64 * kMiB);
+		EXPECT_EQ(b.size(), 0u);
+		void *at = b.data();
+		std::vector<uint32_t> in = pattern(10 * kMiB / 4, 9), out(10 * kMiB / 4);
+		b.grow(1);
+		EXPECT_EQ(b.size(), kG);
+		npurt::check(npurtMemcpy(b.data(), in.data(), kG, npurtMemcpyHostToDevice));
+		b.grow(10 * kMiB);
+		EXPECT_EQ(b.data(), at);
+		EXPECT_EQ(b.size(), 10 * kMiB);
+		npurt::check(npurtMemcpy(static_cast<char *>(b.data()) + kG, in.data() + kG / 4,
+		                         10 * kMiB - kG, npurtMemcpyHostToDevice));
+		npurt::check(npurtMemcpy(out.data(), b.data(), 10 * kMiB, npurtMemcpyDeviceToHost));
+		EXPECT_EQ(out, in);
+		try {
+			b.grow(65 * kMiB);
+			ADD_FAILURE() << "grow past the capacity did not throw";
+		} catch (const npurt::Error &e) {
+			EXPECT_EQ(e.code(), npurtErrorInvalidValue);
+			EXPECT_TRUE(contains(e.what(), "capacity")) << e.what();
+		}
+		EXPECT_EQ(b.size(), 10 * kMiB);
+		npurt::GrowableBuffer moved = std::move(b);
+		EXPECT_EQ(moved.data(), at);
+		EXPECT_EQ(b.data(), nullptr);
+	}
+	// Everything went back.
+	npurtMemUsage after{};
+	ASSERT_EQ(npurtDeviceGetMemUsage(0, &after), npurtSuccess);
+	EXPECT_EQ(after.processReservedBytes, before.processReservedBytes);
 }
 
 }  // namespace

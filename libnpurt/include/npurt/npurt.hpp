@@ -267,6 +267,124 @@ private:
 	size_t n_ = 0;
 };
 
+// Device memory at one address that grows in place (RAII, move-only): a
+// reservation of `capacity` bytes on the current device, into which
+// grow() maps more allocations behind what is there (npurtMem*, 2 MiB
+// granules). What was written stays where it was; data() never changes.
+class GrowableBuffer {
+public:
+	GrowableBuffer() = default;
+	explicit GrowableBuffer(size_t capacity)
+	{
+		int dev = 0;
+		check(npurtGetDevice(&dev));
+		prop_.type = npurtMemAllocationTypePinned;
+		prop_.location.type = npurtMemLocationTypeDevice;
+		prop_.location.id = dev;
+		check(npurtMemGetAllocationGranularity(&granule_, &prop_,
+		                                       npurtMemAllocationGranularityMinimum));
+		capacity_ = roundUp(capacity);
+		check(npurtMemAddressReserve(&base_, capacity_, 0, 0, 0));
+	}
+	~GrowableBuffer() { reset(); }
+	GrowableBuffer(GrowableBuffer &&o) noexcept { *this = std::move(o); }
+	GrowableBuffer &operator=(GrowableBuffer &&o) noexcept
+	{
+		if (this != &o) {
+			reset();
+			prop_ = o.prop_;
+			granule_ = o.granule_;
+			base_ = std::exchange(o.base_, 0);
+			capacity_ = std::exchange(o.capacity_, 0);
+			mapped_ = std::exchange(o.mapped_, 0);
+			handles_ = std::move(o.handles_);
+			o.handles_.clear();
+		}
+		return *this;
+	}
+	GrowableBuffer(const GrowableBuffer &) = delete;
+	GrowableBuffer &operator=(const GrowableBuffer &) = delete;
+
+	// At least `bytes` usable from data(); past the capacity is an error
+	// (npurtErrorInvalidValue, nothing changed).
+	void grow(size_t bytes)
+	{
+		if (bytes <= mapped_)
+			return;
+		if (bytes > capacity_) {
+			const std::string what = "npurtErrorInvalidValue: GrowableBuffer::grow: " +
+			                         std::to_string(bytes) +
+			                         " bytes past its capacity of " +
+			                         std::to_string(capacity_);
+#if defined(__cpp_exceptions)
+			throw Error(npurtErrorInvalidValue, what);
+#else
+			std::fprintf(stderr, "npurt: %s\n", what.c_str());
+			std::abort();
+#endif
+		}
+		const size_t add = roundUp(bytes) - mapped_;
+		npurtMemGenericAllocationHandle_t h = 0;
+		check(npurtMemCreate(&h, add, &prop_, 0));
+		npurtError_t err = npurtMemMap(base_ + mapped_, add, 0, h, 0);
+		npurtMemAccessDesc rw{};
+		rw.location = prop_.location;
+		rw.flags = npurtMemAccessFlagsProtReadWrite;
+		if (err == npurtSuccess) {
+			err = npurtMemSetAccess(base_ + mapped_, add, &rw, 1);
+			if (err != npurtSuccess)
+				npurtMemUnmap(base_ + mapped_, add);
+		}
+		if (err != npurtSuccess) {
+			npurtMemRelease(h);  // succeeds: the failure's message stays
+			check(err);
+		}
+		handles_.push_back({mapped_, add, h});
+		mapped_ += add;
+	}
+
+	void *data() const
+	{
+		return reinterpret_cast<void *>(base_);
+	}
+	size_t size() const
+	{
+		return mapped_;
+	}  // usable bytes
+	size_t capacity() const
+	{
+		return capacity_;
+	}
+
+private:
+	struct Piece {
+		size_t offset, size;
+		npurtMemGenericAllocationHandle_t handle;
+	};
+	size_t roundUp(size_t n) const
+	{
+		return (n + granule_ - 1) / granule_ * granule_;
+	}
+	void reset() noexcept
+	{
+		for (auto it = handles_.rbegin(); it != handles_.rend(); ++it) {
+			npurtMemUnmap(base_ + it->offset, it->size);
+			npurtMemRelease(it->handle);
+		}
+		handles_.clear();
+		if (base_)
+			npurtMemAddressFree(base_, capacity_);
+		base_ = 0;
+		capacity_ = mapped_ = 0;
+	}
+
+	npurtMemAllocationProp prop_{};
+	size_t granule_ = 1;
+	npurtDeviceptr base_ = 0;
+	size_t capacity_ = 0, mapped_ = 0;
+	std::vector<Piece> handles_;
+};
+
 // Pinned host memory for n elements of T (RAII, move-only).
 template <typename T> class HostBuffer {
 public:

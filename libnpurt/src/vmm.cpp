@@ -298,10 +298,8 @@ npurtError_t VirtualMemory::rebind(uint64_t addr, Mapping &m, int access, const 
 	return npurtSuccess;
 }
 
-npurtError_t VirtualMemory::unmap(uint64_t addr, uint64_t size)
+npurtError_t VirtualMemory::quiesce(uint64_t addr, uint64_t size, int access, const char *api)
 {
-	const char *api = "npurtMemUnmap";
-	std::lock_guard<std::mutex> op(opMutex_);
 	std::vector<Context *> users;
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
@@ -311,14 +309,24 @@ npurtError_t VirtualMemory::unmap(uint64_t addr, uint64_t size)
 		if (!wholeMappings(*r, addr, size, api))
 			return npurtErrorInvalidValue;
 		for (auto m = r->maps.find(addr); m != r->maps.end() && m->first < addr + size; ++m)
-			if (m->second.access != npurtMemAccessFlagsProtNone)
+			if (m->second.access != npurtMemAccessFlagsProtNone &&
+			    m->second.access != access)
 				users.push_back(allocs_.at(m->second.alloc).ctx);
 	}
-	// Work already queued may use the memory: the unmap waits for it, as
-	// CUDA's does. The mappings stay while it runs.
 	const int64_t deadline = nowNs() + kQueuedWorkLimitNs;
 	for (Context *c : users)
 		c->waitQueuedWork(deadline);
+	return npurtSuccess;
+}
+
+npurtError_t VirtualMemory::unmap(uint64_t addr, uint64_t size)
+{
+	const char *api = "npurtMemUnmap";
+	std::lock_guard<std::mutex> op(opMutex_);
+	// Work already queued may use the memory: the unmap waits for it, as
+	// CUDA's does. The mappings stay while it runs.
+	if (npurtError_t err = quiesce(addr, size, npurtMemAccessFlagsProtNone, api))
+		return err;
 	std::lock_guard<std::mutex> lock(mutex_);
 	Reservation *r = reservationOf(addr, size, api);
 	for (auto m = r->maps.find(addr); m != r->maps.end() && m->first < addr + size;) {
@@ -340,7 +348,6 @@ npurtError_t VirtualMemory::setAccess(uint64_t addr, uint64_t size, const int *f
 	const char *api = "npurtMemSetAccess";
 	std::lock_guard<std::mutex> op(opMutex_);
 	int want = -1;
-	std::vector<Context *> users;
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
 		Reservation *r = reservationOf(addr, size, api);
@@ -364,15 +371,10 @@ npurtError_t VirtualMemory::setAccess(uint64_t addr, uint64_t size, const int *f
 		}
 		if (want < 0)
 			return npurtSuccess;  // only other devices, none granted
-		// Narrowing access with work queued that may use it: wait first.
-		for (auto m = r->maps.find(addr); m != r->maps.end() && m->first < addr + size; ++m)
-			if (m->second.access != npurtMemAccessFlagsProtNone &&
-			    m->second.access != want)
-				users.push_back(allocs_.at(m->second.alloc).ctx);
 	}
-	const int64_t deadline = nowNs() + kQueuedWorkLimitNs;
-	for (Context *c : users)
-		c->waitQueuedWork(deadline);
+	// Narrowing access with work queued that may use it: wait first.
+	if (npurtError_t err = quiesce(addr, size, want, api))
+		return err;
 	std::lock_guard<std::mutex> lock(mutex_);
 	Reservation *r = reservationOf(addr, size, api);
 	for (auto m = r->maps.find(addr); m != r->maps.end() && m->first < addr + size; ++m)

@@ -83,6 +83,10 @@ private:
 	// With mutex_ held: drops a reference; the allocation's memory goes
 	// back to the device at the last (its BO closed, the charge undone).
 	void unref(std::map<npurtMemGenericAllocationHandle_t, Allocation>::iterator it);
+	// Checks that [addr, addr + size) is whole mappings, then waits for
+	// the queued work of the contexts whose mappings there are bound with
+	// other than `access` (they are about to lose it). With opMutex_ held.
+	npurtError_t quiesce(uint64_t addr, uint64_t size, int access, const char *api);
 	// Rebinds one mapping with `access` in its allocation's context.
 	npurtError_t rebind(uint64_t addr, Mapping &m, int access, const char *api);
 

@@ -60,6 +60,17 @@ private:
 	npurtError_t code_;
 };
 
+// Throws npurt::Error(err, what), or prints it and aborts without exceptions.
+[[noreturn]] inline void fail(npurtError_t err, const std::string &what)
+{
+#if defined(__cpp_exceptions)
+	throw Error(err, what);
+#else
+	std::fprintf(stderr, "npurt: %s\n", what.c_str());
+	std::abort();
+#endif
+}
+
 // Throws (or aborts) on a failed call, with the error's name and message.
 inline void check(npurtError_t err)
 {
@@ -69,12 +80,7 @@ inline void check(npurtError_t err)
 	const char *msg = npurtGetLastErrorMessage();
 	what += (msg && *msg) ? msg : npurtGetErrorString(err);
 	npurtGetLastError();
-#if defined(__cpp_exceptions)
-	throw Error(err, what);
-#else
-	std::fprintf(stderr, "npurt: %s\n", what.c_str());
-	std::abort();
-#endif
+	fail(err, what);
 }
 
 // Number of NPUs; 0 (not an error) when there are none.
@@ -311,18 +317,11 @@ public:
 	{
 		if (bytes <= mapped_)
 			return;
-		if (bytes > capacity_) {
-			const std::string what = "npurtErrorInvalidValue: GrowableBuffer::grow: " +
-			                         std::to_string(bytes) +
-			                         " bytes past its capacity of " +
-			                         std::to_string(capacity_);
-#if defined(__cpp_exceptions)
-			throw Error(npurtErrorInvalidValue, what);
-#else
-			std::fprintf(stderr, "npurt: %s\n", what.c_str());
-			std::abort();
-#endif
-		}
+		if (bytes > capacity_)
+			fail(npurtErrorInvalidValue,
+			     "npurtErrorInvalidValue: GrowableBuffer::grow: " +
+			             std::to_string(bytes) + " bytes past its capacity of " +
+			             std::to_string(capacity_));
 		const size_t add = roundUp(bytes) - mapped_;
 		npurtMemGenericAllocationHandle_t h = 0;
 		check(npurtMemCreate(&h, add, &prop_, 0));
@@ -343,28 +342,16 @@ public:
 		mapped_ += add;
 	}
 
-	void *data() const
-	{
-		return reinterpret_cast<void *>(base_);
-	}
-	size_t size() const
-	{
-		return mapped_;
-	}  // usable bytes
-	size_t capacity() const
-	{
-		return capacity_;
-	}
+	void *data() const { return reinterpret_cast<void *>(base_); }
+	size_t size() const { return mapped_; }  // usable bytes
+	size_t capacity() const { return capacity_; }
 
 private:
 	struct Piece {
 		size_t offset, size;
 		npurtMemGenericAllocationHandle_t handle;
 	};
-	size_t roundUp(size_t n) const
-	{
-		return (n + granule_ - 1) / granule_ * granule_;
-	}
+	size_t roundUp(size_t n) const { return (n + granule_ - 1) / granule_ * granule_; }
 	void reset() noexcept
 	{
 		for (auto it = handles_.rbegin(); it != handles_.rend(); ++it) {

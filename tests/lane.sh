@@ -17,8 +17,10 @@
 #           kmemleak, DEBUG_OBJECTS, DEBUG_LIST, atomic-sleep checks,
 #           full preemption, KCOV), built once and cached, and the module
 #           built against it. NPU_DEBUG_SUITES=core (the default, to fit
-#           CI's time): every kselftest, the GoogleTest suite and the
-#           examples at the default parameters; =all adds the other
+#           CI's time): every kselftest less its exhaustion scenes
+#           (NPU_EXHAUSTION=skip), the GoogleTest suite less its copy
+#           matrix, op numerics and stress tests, and the examples, at
+#           the default parameters; =all adds those, the other
 #           device shapes, the wait variants and the PyTorch suite
 #           (`make test-debug` does).
 #   debug13 the debug kernel built from Debian 13's source (6.12, in the
@@ -26,7 +28,8 @@
 #           config.accel), the module built on the host against it, and the
 #           Debian 13 root's user space (the debian13 lane's build) in the
 #           guest. NPU_DEBUG13_SUITES=kernel (the default, for CI's time):
-#           every kselftest and the tools' checks; `make test-debug` runs
+#           every kselftest less its exhaustion scenes and the tools'
+#           checks; `make test-debug` runs
 #           =all as on the debug lane.
 #   packages  the Debian packages (make deb) installed in a fresh Debian 12
 #           root, DKMS building the module, the root booted and the
@@ -132,4 +135,5 @@ fi
 record vm-kernel-log-and-unload "$rc" "$why"
 # The suites' own results, beside the lane's.
 cp "$vmout"/results/* "$results"/ 2>/dev/null
+echo "== $lane lane: $SECONDS s"
 exit 0

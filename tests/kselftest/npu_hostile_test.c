@@ -3072,9 +3072,12 @@ TEST_F_TIMEOUT(hostile, engine_scratch, 300)
 	scene_end(_metadata, self, K_SCRATCH);
 }
 
-#define EXHAUST_TEST(name, kind, fn, secs)				\
+/* @heavy: thousands of objects, left out under NPU_EXHAUSTION=skip. */
+#define EXHAUST_TEST(name, kind, fn, heavy, secs)			\
 	TEST_F_TIMEOUT(hostile, name, secs)				\
 	{								\
+		if ((heavy) && npu_skip_exhaustion())			\
+			SKIP(return, NPU_EXHAUSTION_SKIPPED);		\
 		scene_start(_metadata, self);				\
 		run_attacker_held(_metadata, self, fn, kind,		\
 				  check_victim_held);			\
@@ -3083,14 +3086,15 @@ TEST_F_TIMEOUT(hostile, engine_scratch, 300)
 	}
 
 EXHAUST_TEST(exhaust_device_memory, K_EXHAUST_MEMORY, attack_exhaust_memory,
-	     600)
+	     true, 600)
 EXHAUST_TEST(exhaust_pinned_memory, K_EXHAUST_PINNED, attack_exhaust_pinned,
+	     true, 600)
+EXHAUST_TEST(exhaust_queues, K_EXHAUST_QUEUES, attack_exhaust_queues, false,
 	     600)
-EXHAUST_TEST(exhaust_queues, K_EXHAUST_QUEUES, attack_exhaust_queues, 600)
 EXHAUST_TEST(exhaust_jobs_and_fences, K_EXHAUST_JOBS, attack_exhaust_jobs,
-	     600)
+	     true, 600)
 EXHAUST_TEST(exhaust_mappings, K_EXHAUST_MAPPINGS, attack_exhaust_mappings,
-	     600)
+	     true, 600)
 
 /*
  * Each test runs in a child of the harness that leaves with _exit(): a

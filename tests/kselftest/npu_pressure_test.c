@@ -417,6 +417,8 @@ TEST_F_TIMEOUT(pressure, guest_memory_nearly_full, 600)
 
 	if (self->fd < 0)
 		return;
+	if (npu_skip_exhaustion())
+		SKIP(return, NPU_EXHAUSTION_SKIPPED);
 	if (geteuid())
 		SKIP(return, "needs root to lock most of the guest's memory");
 	ASSERT_EQ(0, sysinfo(&si));
@@ -642,6 +644,8 @@ TEST_F_TIMEOUT(pressure, device_memory_full_while_another_allocates, 600)
 
 	if (self->fd < 0)
 		return;
+	if (npu_skip_exhaustion())
+		SKIP(return, NPU_EXHAUSTION_SKIPPED);
 	ASSERT_EQ(0, npu_query_memory(self->fd, &base));
 	free_mem = base.capacity - base.used;
 	budget = npu_pinned_budget();

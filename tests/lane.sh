@@ -17,10 +17,11 @@
 #           kmemleak, DEBUG_OBJECTS, DEBUG_LIST, atomic-sleep checks,
 #           full preemption, KCOV), built once and cached, and the module
 #           built against it. NPU_DEBUG_SUITES=core (the default, to fit
-#           CI's time): every kselftest less its exhaustion scenes
-#           (NPU_EXHAUSTION=skip), the GoogleTest suite less its copy
-#           matrix, op numerics and stress tests, and the examples, at
-#           the default parameters; =all adds those, the other
+#           CI's time): the runtime's suites (the GoogleTest suite
+#           less its copy matrix, op numerics and stress tests, the
+#           examples) and the tools' checks, at the default parameters
+#           (the kselftests run under debug13's checkers); =all adds
+#           every kselftest, those GoogleTest cases, the other
 #           device shapes, the wait variants and the PyTorch suite
 #           (`make test-debug` does).
 #   debug13 the debug kernel built from Debian 13's source (6.12, in the

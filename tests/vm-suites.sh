@@ -57,8 +57,8 @@ check() {
 # repeat one path for minutes there (millions of strided runs: 205 s;
 # peer links flapping while the peer allocates: 280 s; four threads on
 # streams: 100 s; VMM until device memory runs out: 29 s). The kernel
-# paths they take are in the core subset's kselftests and the other
-# GoogleTest suites.
+# paths they take are in the other GoogleTest suites and in the debug13
+# lane's kselftests.
 core_skips='AsyncCopies/AsyncCopyMatrix.*:Ops*:OpsValidation.*:Profiler.*'
 core_skips+=':StridedCopies.ViewsOfMillionsOfRuns*:Peer.LinksChangeWhileThePeerAllocates'
 core_skips+=':StreamThreads.*:Vmm.LimitAndDeviceMemoryRunOut'
@@ -75,18 +75,21 @@ run_all_suites() {
 }
 
 # NPU_SUITES: all (the default); core (the debug lane in `make test`, to
-# fit CI's time): the suites at the default parameters just below, less
-# core_skips and the kselftests' exhaustion scenes (NPU_EXHAUSTION=skip:
-# thousands of objects each, about 15 minutes under a debug kernel; the
-# stock lanes run them); kernel (the debug13 lane in `make test`): the
-# kselftests less those scenes and the tools' checks only;
-# rest: core_skips and the runs after them, which repeat those code paths
-# with other settings and device shapes, and the PyTorch suite.
+# fit CI's time): the runtime's suites at the default parameters (the
+# GoogleTest suite less core_skips, the examples) and the tools' checks;
+# kernel (the debug13 lane in `make test`): the kselftests less their
+# exhaustion scenes (NPU_EXHAUSTION=skip: thousands of objects each, about
+# 15 minutes under a debug kernel; the stock lanes run them) and the
+# tools' checks. The two debug lanes of `make test` so split the work:
+# every uAPI path under 6.12's checkers, the runtime's use of it under
+# 6.1's. rest: what core leaves out (every kselftest, core_skips) and the
+# runs after them, which repeat those code paths with other settings and
+# device shapes, and the PyTorch suite.
 suites=${NPU_SUITES:-all}
 if [ "$suites" != rest ]; then
 	# Default parameters: everything.
 	case "$suites" in
-	core) NPU_EXHAUSTION=skip run_all_suites "" "-$core_skips" ;;
+	core) run npurt_vm_tests gtest "$bin/npurt_vm_tests" --gtest_filter="-$core_skips" ;;
 	kernel) NPU_EXHAUSTION=skip run_all_suites "" "" ;;
 	*) run_all_suites "" "*" ;;
 	esac
@@ -140,11 +143,9 @@ if [ "$suites" = core ] || [ "$suites" = kernel ]; then
 	exit 0
 fi
 if [ "$suites" = rest ]; then
+	# What core leaves out: every kselftest, and the GoogleTest cases.
+	run_all_suites "" ""
 	run npurt_vm_tests-core-skips gtest "$bin/npurt_vm_tests" --gtest_filter="$core_skips"
-	# With the exhaustion scenes that core and kernel skip (their cheap
-	# scenes again too: the harness of 6.1 picks no single tests).
-	run ksft-npu_hostile_test-exhaustion ktap "$ksft/npu_hostile_test"
-	run ksft-npu_pressure_test-exhaustion ktap "$ksft/npu_pressure_test"
 fi
 # The PyTorch backend: all its pytest files in one Python process (importing
 # torch takes most of a minute under TCG). Only where it was built, and not

@@ -15,7 +15,12 @@ namespace npurt {
 uint64_t descriptorInode(int fd)
 {
 	struct stat st {};
-	return fstat(fd, &st) ? 0 : st.st_ino;
+	if (fstat(fd, &st))
+		return 0;
+	// The file system's device too: an inode number alone is only unique
+	// within one (a reused descriptor's /dev/null on a 9p root matched a
+	// dma-buf's inode number under the debug lane's kernel).
+	return static_cast<uint64_t>(st.st_ino) ^ (static_cast<uint64_t>(st.st_dev) << 40);
 }
 
 npurtError_t takeIpcDescriptor(int pid, int fd, uint64_t inode, const char *api, int *out,

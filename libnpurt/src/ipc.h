@@ -10,7 +10,8 @@
 
 namespace npurt {
 
-// The inode of descriptor fd, for the handle; 0 if it cannot be read.
+// What names descriptor fd's file (its inode and file system), for the
+// handle; 0 if it cannot be read.
 uint64_t descriptorInode(int fd);
 
 // A descriptor of this process for (pid, fd), checked to still name inode

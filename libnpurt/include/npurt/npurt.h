@@ -462,7 +462,7 @@ typedef struct npurtIpcMemHandle {
 	uint64_t size;
 	int pid; /* the exporting process; 0: fd is the opener's own */
 	unsigned int magic; /* NPURT_IPC_HANDLE_MAGIC */
-	uint64_t inode; /* the dma-buf's inode: checks fd still names it */
+	uint64_t inode; /* the dma-buf's inode and file system: checks fd still names it */
 	unsigned char reserved[24];
 } npurtIpcMemHandle_t;
 

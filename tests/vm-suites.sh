@@ -87,7 +87,7 @@ run_all_suites() {
 # device shapes, and the PyTorch suite.
 suites=${NPU_SUITES:-all}
 if [ "$suites" != rest ]; then
-	# Default parameters: everything.
+	# Default parameters: what the subset takes of every suite.
 	case "$suites" in
 	core) run npurt_vm_tests gtest "$bin/npurt_vm_tests" --gtest_filter="-$core_skips" ;;
 	kernel) NPU_EXHAUSTION=skip run_all_suites "" "" ;;

@@ -28,8 +28,18 @@ struct CachingAllocator::Block {
 	Block *next = nullptr;
 	std::vector<StreamId> uses;  // other streams recorded while live
 	AllocSite site;  // while live
+	ExpSegment *exp = nullptr;  // its expandable segment, if in one
+	uint64_t freedAt = 0;  // when it last became free (freeTick_)
 
 	bool split() const { return prev || next; }
+};
+
+// Address space with memory mapped into it page by page.
+struct CachingAllocator::ExpSegment {
+	uint64_t base = 0;
+	size_t size = 0;
+	std::vector<bool> mapped;  // per kPageSize page
+	size_t mappedPages = 0;
 };
 
 namespace {
@@ -118,7 +128,7 @@ CachingAllocator::~CachingAllocator()
 	// Every block is in exactly one of those; the first of each segment
 	// gives the segment's base and, walking on, its size.
 	for (Block *b : all) {
-		if (b->prev)
+		if (b->prev || b->exp)
 			continue;
 		size_t size = 0;
 		for (Block *n = b; n; n = n->next)
@@ -127,6 +137,13 @@ CachingAllocator::~CachingAllocator()
 	}
 	for (Block *b : all)
 		delete b;
+	for (auto &[base, seg] : expSegments_) {
+		for (size_t p = 0; p < seg->mapped.size(); p++)
+			if (seg->mapped[p])
+				backend_.unmapPage(base + p * kPageSize, kPageSize);
+		backend_.releaseRange(base, seg->size);
+		delete seg;
+	}
 }
 
 CachingAllocator::FreeSet &CachingAllocator::poolOf(const Block *b)
@@ -154,18 +171,23 @@ void CachingAllocator::eraseFree(Block *b)
 CachingAllocator::Block *CachingAllocator::findFree(bool small, StreamId stream, size_t size)
 {
 	FreeSet &pool = small ? smallFree_ : largeFree_;
-	auto it = pool.lower_bound(FreeKey{stream, size, 0});
-	if (it == pool.end() || (*it)->stream != stream)
-		return nullptr;
-	Block *b = *it;
-	// An oversize block is not cut down for a smaller request, nor used
-	// for an oversize one that would leave kLargeSegment or more of it
-	// idle. Larger blocks on this stream are no better, so stop here.
-	if (size < kMaxSplitSize && b->size >= kMaxSplitSize)
-		return nullptr;
-	if (size >= kMaxSplitSize && b->size - size >= kLargeSegment)
-		return nullptr;
-	return b;
+	const size_t maxSplit = cfg_.maxSplitSize;
+	for (auto it = pool.lower_bound(FreeKey{stream, size, 0});
+	     it != pool.end() && (*it)->stream == stream; ++it) {
+		Block *b = *it;
+		// An oversize block is not cut down for a smaller request, nor
+		// used for an oversize one that would leave kLargeSegment or more
+		// of it idle. An expandable one pins no memory where it is free.
+		if (b->exp)
+			return b;
+		if (size < maxSplit ? b->size < maxSplit : b->size - size < kLargeSegment)
+			return b;
+		// Larger ordinary blocks on this stream are no better; only an
+		// expandable segment's can be.
+		if (expSegments_.empty())
+			return nullptr;
+	}
+	return nullptr;
 }
 
 npurtError_t CachingAllocator::newSegment(size_t size, size_t segmentSize, bool small,
@@ -181,7 +203,7 @@ npurtError_t CachingAllocator::newSegment(size_t size, size_t segmentSize, bool 
 		if (!final)
 			return err;
 		stats_.ooms++;
-		return setError(err, oomMessage(size, segmentSize));
+		return setError(err, oomMessage(size, segmentSize, false));
 	}
 	if (err != npurtSuccess)
 		return err;
@@ -198,19 +220,242 @@ npurtError_t CachingAllocator::newSegment(size_t size, size_t segmentSize, bool 
 	return npurtSuccess;
 }
 
-std::string CachingAllocator::oomMessage(size_t size, size_t segmentSize)
+std::string CachingAllocator::oomMessage(size_t size, size_t segmentSize, bool expandable)
 {
 	size_t freeBytes = 0, totalBytes = 0;
 	backend_.memInfo(&freeBytes, &totalBytes);
 	uint64_t allocated = stats_.allocatedBytes.current;
 	uint64_t unused = stats_.reservedBytes.current - allocated;
 	std::string msg = "out of device memory: tried to allocate " + formatBytes(size);
-	if (segmentSize != size)
+	if (expandable)
+		msg += " (mapping " + formatBytes(segmentSize) +
+		       " more into an expandable segment)";
+	else if (segmentSize != size)
 		msg += " (in a new segment of " + formatBytes(segmentSize) + ")";
 	msg += "; this process has " + formatBytes(allocated) + " allocated, " +
 	       formatBytes(unused) + " reserved but unused; the device has " +
 	       formatBytes(freeBytes) + " free of " + formatBytes(totalBytes);
 	return msg + backend_.oomDetail(segmentSize);
+}
+
+void CachingAllocator::refreshConfig()
+{
+	if (cfgGeneration_ != allocatorConfigGeneration())
+		cfg_ = allocatorConfig(&cfgGeneration_);
+}
+
+npurtError_t CachingAllocator::newExpSegment(size_t size, size_t rounded, bool small,
+                                             StreamId stream, Block **out)
+{
+	// A large range per pool: a segment grows into it, and pages move
+	// between segments, so more address space costs no memory. The
+	// runtime's window is four times the device's memory.
+	if (!deviceBytes_) {
+		size_t freeBytes = 0;
+		backend_.memInfo(&freeBytes, &deviceBytes_);
+	}
+	const size_t chunk = small ? std::max(roundUp(deviceBytes_ / 64, kPageSize), kPageSize)
+	                           : std::max(roundUp(deviceBytes_ / 4, kPageSize), kLargeSegment);
+	const size_t vsize = std::max(roundUp(rounded, kPageSize), chunk);
+	uint64_t base = 0;
+	npurtError_t err = backend_.reserveRange(vsize, &base);
+	if (err == npurtErrorMemoryAllocation && releaseCachedSegments() > 0) {
+		stats_.cacheFlushRetries++;
+		err = backend_.reserveRange(vsize, &base);
+	}
+	if (err == npurtErrorMemoryAllocation) {
+		stats_.ooms++;
+		return setError(err, "out of device address space: tried to allocate " +
+		                             formatBytes(size) +
+		                             " in a new expandable segment of " +
+		                             formatBytes(vsize) + "; this process's pool has " +
+		                             std::to_string(expSegments_.size()) +
+		                             " expandable segments (npurtMemEmptyCache gives "
+		                             "unused ones back)");
+	}
+	if (err != npurtSuccess)
+		return err;
+	auto *seg = new ExpSegment;
+	seg->base = base;
+	seg->size = vsize;
+	seg->mapped.assign(vsize / kPageSize, false);
+	expSegments_.emplace(base, seg);
+	add(stats_.segments, 1);
+	auto *b = new Block;
+	b->addr = base;
+	b->size = vsize;
+	b->stream = stream;
+	b->small = small;
+	b->exp = seg;
+	*out = b;
+	return npurtSuccess;
+}
+
+size_t CachingAllocator::releaseIdlePages(size_t limit)
+{
+	size_t n = 0;
+	for (FreeSet *pool : {&smallFree_, &largeFree_}) {
+		for (Block *b : *pool) {
+			if (!b->exp)
+				continue;
+			ExpSegment &seg = *b->exp;
+			const uint64_t off = b->addr - seg.base;
+			const uint64_t end = off + b->size;
+			for (uint64_t p = (off + kPageSize - 1) / kPageSize;
+			     (p + 1) * kPageSize <= end && n < limit; p++) {
+				if (!seg.mapped[p])
+					continue;
+				backend_.unmapPage(seg.base + p * kPageSize, kPageSize);
+				seg.mapped[p] = false;
+				seg.mappedPages--;
+				stats_.segmentFrees++;
+				sub(stats_.reservedBytes, kPageSize);
+				n++;
+			}
+			if (n >= limit)
+				return n;
+		}
+	}
+	return n;
+}
+
+npurtError_t CachingAllocator::mapBlock(Block *b, size_t size, bool final)
+{
+	ExpSegment &seg = *b->exp;
+	const uint64_t first = (b->addr - seg.base) / kPageSize;
+	const uint64_t last = (b->addr + b->size - 1 - seg.base) / kPageSize;
+	size_t need = 0;
+	for (uint64_t p = first; p <= last; p++)
+		need += seg.mapped[p] ? 0 : 1;
+	if (!need)
+		return npurtSuccess;
+	// Idle pages go back before new ones come, so the pool holds what its
+	// blocks in use need. Only with a tracker: without one a free block's
+	// memory may still be in use by queued work, and unmapping is not
+	// ordered behind that work as reuse on its stream is.
+	if (tracker_)
+		releaseIdlePages(need);
+	collectGarbage(need * kPageSize);
+	for (uint64_t p = first; p <= last; p++) {
+		if (seg.mapped[p])
+			continue;
+		const uint64_t addr = seg.base + p * kPageSize;
+		npurtError_t err = backend_.mapPage(addr, kPageSize);
+		if (err == npurtErrorMemoryAllocation && releaseCachedSegments() > 0) {
+			stats_.cacheFlushRetries++;
+			err = backend_.mapPage(addr, kPageSize);
+		}
+		if (err == npurtErrorMemoryAllocation) {
+			if (!final)
+				return err;
+			stats_.ooms++;
+			return setError(err, oomMessage(size, need * kPageSize, true));
+		}
+		if (err != npurtSuccess)
+			return err;
+		seg.mapped[p] = true;
+		seg.mappedPages++;
+		need--;
+		stats_.segmentAllocs++;
+		add(stats_.reservedBytes, kPageSize);
+	}
+	return npurtSuccess;
+}
+
+void CachingAllocator::releaseSegment(Block *b)
+{
+	if (b->exp) {
+		backend_.releaseRange(b->exp->base, b->exp->size);
+		expSegments_.erase(b->exp->base);
+		delete b->exp;
+	} else {
+		backend_.freeSegment(b->addr, b->size);
+		stats_.segmentFrees++;
+		sub(stats_.reservedBytes, b->size);
+	}
+	sub(stats_.segments, 1);
+	delete b;
+}
+
+void CachingAllocator::collectGarbage(size_t growth)
+{
+	if (cfg_.gcThreshold <= 0)
+		return;
+	const double target = cfg_.gcThreshold * static_cast<double>(backend_.capacity());
+	auto over = [&] {
+		return static_cast<double>(stats_.reservedBytes.current + growth) > target;
+	};
+	if (!over())
+		return;
+	std::vector<Block *> cached;
+	for (FreeSet *pool : {&smallFree_, &largeFree_})
+		for (Block *b : *pool)
+			if (!b->split() && !b->exp)
+				cached.push_back(b);
+	std::sort(cached.begin(), cached.end(),
+	          [](const Block *a, const Block *b) { return a->freedAt < b->freedAt; });
+	for (Block *b : cached) {
+		if (!over())
+			return;
+		poolOf(b).erase(b);
+		releaseSegment(b);
+	}
+	if (over() && tracker_)
+		releaseIdlePages(SIZE_MAX);
+}
+
+npurtError_t CachingAllocator::obtain(size_t size, size_t rounded, bool small, StreamId stream,
+                                      bool final, Block **out)
+{
+	if (Block *b = findFree(small, stream, rounded)) {
+		eraseFree(b);
+		*out = b;
+		return npurtSuccess;
+	}
+	if (cfg_.expandableSegments)
+		return newExpSegment(size, rounded, small, stream, out);
+	const size_t segment = segmentSizeFor(rounded);
+	collectGarbage(segment);
+	return newSegment(size, segment, small, stream, out, final);
+}
+
+npurtError_t CachingAllocator::take(size_t size, size_t rounded, bool small, StreamId stream,
+                                    bool final, Block **out)
+{
+	Block *b = nullptr;
+	if (npurtError_t err = obtain(size, rounded, small, stream, final, &b))
+		return err;
+	size_t rest = b->size - rounded;
+	// In an expandable segment a rest left in the block would have memory
+	// mapped for it.
+	bool keepRest = small || b->exp ? rest >= kMinBlockSize : rest > kSmallSize;
+	if (keepRest && (b->exp || b->size < cfg_.maxSplitSize)) {
+		auto *r = new Block;
+		r->addr = b->addr + rounded;
+		r->size = rest;
+		r->stream = stream;
+		r->small = small;
+		r->exp = b->exp;
+		r->prev = b;
+		r->next = b->next;
+		if (r->next)
+			r->next->prev = r;
+		b->next = r;
+		b->size = rounded;
+		insertFree(r);
+	}
+	if (b->exp) {
+		if (npurtError_t err = mapBlock(b, size, final)) {
+			mergeFree(b);
+			// Out of memory: the pages mapped for the request are idle
+			// now and go back with the others.
+			if (final)
+				releaseIdlePages(SIZE_MAX);
+			return err;
+		}
+	}
+	*out = b;
+	return npurtSuccess;
 }
 
 npurtError_t CachingAllocator::allocate(size_t size, StreamId stream, uint64_t *addr,
@@ -229,46 +474,21 @@ npurtError_t CachingAllocator::allocate(size_t size, StreamId stream, uint64_t *
 		                        " bytes overflows when rounded up to a segment");
 
 	std::lock_guard<std::mutex> lock(mutex_);
+	refreshConfig();
 	pollParked();
-	size_t rounded = roundUp(size, kMinBlockSize);
-	bool small = rounded <= kSmallSize;
-	Block *b = findFree(small, stream, rounded);
-	if (b) {
-		eraseFree(b);
-	} else {
-		const size_t segment = segmentSizeFor(rounded);
-		npurtError_t err = newSegment(size, segment, small, stream, &b, parked_.empty());
-		// Freed memory still in reach of queued work comes back once that
-		// work is done: wait for it rather than fail.
-		if (err == npurtErrorMemoryAllocation && waitParked()) {
-			b = findFree(small, stream, rounded);
-			if (b) {
-				eraseFree(b);
-				err = npurtSuccess;
-			} else {
-				err = newSegment(size, segment, small, stream, &b, true);
-			}
-		}
-		if (err != npurtSuccess)
-			return err;
+	const size_t rounded = cfg_.roundSize(size);
+	const bool small = rounded <= kSmallSize;
+	Block *b = nullptr;
+	// Freed memory still in reach of queued work comes back once that
+	// work is done: wait for it rather than fail.
+	const bool final = parked_.empty();
+	npurtError_t err = take(size, rounded, small, stream, final, &b);
+	if (err == npurtErrorMemoryAllocation && !final) {
+		waitParked();
+		err = take(size, rounded, small, stream, true, &b);
 	}
-
-	size_t rest = b->size - rounded;
-	bool keepRest = small ? rest >= kMinBlockSize : rest > kSmallSize;
-	if (keepRest && b->size < kMaxSplitSize) {
-		auto *r = new Block;
-		r->addr = b->addr + rounded;
-		r->size = rest;
-		r->stream = stream;
-		r->small = small;
-		r->prev = b;
-		r->next = b->next;
-		if (r->next)
-			r->next->prev = r;
-		b->next = r;
-		b->size = rounded;
-		insertFree(r);
-	}
+	if (err != npurtSuccess)
+		return err;
 
 	b->state = Block::State::Live;
 	b->requested = size;
@@ -282,11 +502,15 @@ npurtError_t CachingAllocator::allocate(size_t size, StreamId stream, uint64_t *
 	return npurtSuccess;
 }
 
-// Returns a block that is neither live nor parked to its pool, merged with
-// free neighbours.
 void CachingAllocator::freeBlock(Block *b)
 {
 	sub(stats_.activeBlocks, 1);
+	mergeFree(b);
+}
+
+void CachingAllocator::mergeFree(Block *b)
+{
+	b->freedAt = ++freeTick_;
 	if (Block *p = b->prev; p && p->state == Block::State::Free) {
 		eraseFree(p);
 		b->addr = p->addr;
@@ -380,23 +604,19 @@ npurtError_t CachingAllocator::recordStream(uint64_t addr, StreamId stream)
 	return npurtSuccess;
 }
 
-// Returns how many segments went back to the backend.
+// Returns how many segments and idle pages went back to the backend.
 size_t CachingAllocator::releaseCachedSegments()
 {
-	size_t released = 0;
+	size_t released = releaseIdlePages(SIZE_MAX);
 	for (FreeSet *pool : {&smallFree_, &largeFree_}) {
 		for (auto it = pool->begin(); it != pool->end();) {
 			Block *b = *it;
-			if (b->split()) {
+			if (b->split() || (b->exp && b->exp->mappedPages)) {
 				++it;
 				continue;
 			}
 			it = pool->erase(it);
-			backend_.freeSegment(b->addr, b->size);
-			stats_.segmentFrees++;
-			sub(stats_.segments, 1);
-			sub(stats_.reservedBytes, b->size);
-			delete b;
+			releaseSegment(b);
 			released++;
 		}
 	}
@@ -450,6 +670,7 @@ PoolSnapshot CachingAllocator::snapshot() const
 		PoolSnapshot::Segment seg;
 		seg.addr = h->addr;
 		seg.small = h->small;
+		seg.expandable = h->exp != nullptr;
 		seg.firstBlock = static_cast<uint32_t>(snap.blocks.size());
 		for (const Block *b = h; b; b = b->next) {
 			PoolSnapshot::Block out;
@@ -474,6 +695,7 @@ PoolSnapshot CachingAllocator::snapshot() const
 			snap.blocks.push_back(out);
 		}
 		seg.blocks = static_cast<uint32_t>(snap.blocks.size()) - seg.firstBlock;
+		seg.mapped = h->exp ? h->exp->mappedPages * kPageSize : seg.size;
 		snap.segments.push_back(seg);
 	}
 	return snap;

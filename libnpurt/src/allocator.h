@@ -8,7 +8,8 @@
 // address ranges, never the memory behind them, so it is pure host logic.
 //
 // Policy:
-// - Requests are rounded up to 512 bytes (kMinBlockSize).
+// - Requests are rounded up to 512 bytes (kMinBlockSize), or to a step
+//   between powers of two with roundup_power2_divisions (alloc_config.h).
 // - Small requests (<= 1 MiB) share 2 MiB segments of the small pool. Large
 //   requests use the large pool: under 10 MiB they come from a 20 MiB
 //   segment split among several of them, from 10 MiB up each gets a segment
@@ -17,12 +18,23 @@
 //   free blocks of its pool that were allocated on the same stream. The
 //   block is split when the rest is worth keeping: >= 512 bytes in the small
 //   pool, > 1 MiB in the large pool.
-// - Oversize blocks (>= kMaxSplitSize, 64 MiB) are whole segments and are
+// - Oversize blocks (>= max_split_size_mb, 64 MiB) are whole segments and are
 //   never split: a free oversize block serves only oversize requests that
 //   leave less than 20 MiB of it unused, so a huge cached block is neither
 //   chopped into pieces nor pinned by a much smaller request.
 // - A freed block coalesces with free neighbours in its segment. Fully free
-//   segments stay cached until emptyCache() or an out-of-memory retry.
+//   segments stay cached until emptyCache(), an out-of-memory retry or the
+//   garbage_collection_threshold (least recently freed first).
+// - Expandable segments (expandable_segments:True): a new segment is device
+//   address space only, a large range per pool and stream, and device memory
+//   is mapped into it in 2 MiB pages (kPageSize) as blocks need them, so a
+//   segment grows instead of another being allocated. Pages a block in use
+//   touches stay mapped; a page wholly inside a free block is idle, and is
+//   given back before any new page is mapped, so the pool holds about what
+//   its live blocks need whatever their order of sizes and frees (the
+//   fragmentation bench's goal). Oversize rules do not apply: splitting a
+//   free range pins no memory. Memory in such a segment may span several
+//   device memory objects, one per page: an IPC handle of it is refused.
 // - Stream-ordered reuse: a block is reused only by requests on the stream it
 //   was allocated on, since work on that stream is ordered after any earlier
 //   use. When recordStream() adds other streams, the freed block is parked
@@ -52,6 +64,7 @@
 #include <string>
 #include <vector>
 
+#include "alloc_config.h"
 #include "npurt/npurt.h"
 
 namespace npurt {
@@ -86,6 +99,17 @@ public:
 		(void)segmentSize;
 		return {};
 	}
+	// What the pool may hold at most: the per-process limit, else the
+	// device's memory (garbage_collection_threshold is a fraction of it).
+	virtual size_t capacity() = 0;
+	// Expandable segments. Device address space without memory behind it
+	// (npurtErrorMemoryAllocation when none is left), given back whole.
+	virtual npurtError_t reserveRange(size_t size, uint64_t *addr) = 0;
+	virtual void releaseRange(uint64_t addr, size_t size) = 0;
+	// Backs [addr, addr + size) of a reserved range with new device memory,
+	// as allocSegment's errors; unmapPage gives it back.
+	virtual npurtError_t mapPage(uint64_t addr, size_t size) = 0;
+	virtual void unmapPage(uint64_t addr, size_t size) = 0;
 };
 
 // "3.00 GiB", "512 bytes".
@@ -104,8 +128,10 @@ struct PoolSnapshot {
 	struct Segment {
 		uint64_t addr = 0, size = 0;
 		uint64_t allocated = 0, pendingFree = 0;
+		uint64_t mapped = 0;  // bytes with memory behind them (size, unless expandable)
 		uint32_t firstBlock = 0, blocks = 0;
 		bool small = false;
+		bool expandable = false;
 	};
 	struct Block {
 		uint64_t addr = 0, size = 0, requested = 0;
@@ -246,8 +272,8 @@ struct AllocatorStats {
 	// Free bytes in segments that are split into several blocks: cached
 	// memory that only requests fitting between live blocks can use.
 	AllocatorStat inactiveSplitBytes;
-	uint64_t segmentAllocs = 0;  // successful backend allocSegment() calls
-	uint64_t segmentFrees = 0;  // backend freeSegment() calls
+	uint64_t segmentAllocs = 0;  // successful backend allocSegment() and mapPage() calls
+	uint64_t segmentFrees = 0;  // backend freeSegment() and unmapPage() calls
 	uint64_t ooms = 0;  // allocate() calls failed for lack of device memory
 	uint64_t cacheFlushRetries = 0;  // backend retries after freeing cached segments
 	uint64_t allocCalls = 0;  // allocate() calls that handed out a block
@@ -262,7 +288,7 @@ public:
 	static constexpr size_t kMinLargeAlloc = 10ull << 20;  // smaller: shared 20 MiB segment
 	static constexpr size_t kLargeSegment = 20ull << 20;  // shared large segment
 	static constexpr size_t kLargeRound = 2ull << 20;  // rounding of other large segments
-	static constexpr size_t kMaxSplitSize = 64ull << 20;  // oversize: never split
+	static constexpr size_t kPageSize = 2ull << 20;  // expandable segments' mapping unit
 
 	// The backend, and the tracker if there is one, must outlive the
 	// allocator.
@@ -273,6 +299,9 @@ public:
 	CachingAllocator(const CachingAllocator &) = delete;
 	CachingAllocator &operator=(const CachingAllocator &) = delete;
 
+	// Settings (alloc_config.h) are the process's, refreshed at each
+	// allocate() when they changed.
+	//
 	// Size 0 sets *addr to 0 and succeeds, as cudaMalloc does. A size that
 	// overflows when rounded is npurtErrorInvalidValue; no device memory
 	// left, even after freeing the cache, is npurtErrorMemoryAllocation
@@ -299,6 +328,7 @@ public:
 
 private:
 	struct Block;
+	struct ExpSegment;
 	// Free blocks of a pool ordered by (stream, size, address): a
 	// lower_bound is the best fit on a stream.
 	struct FreeKey {
@@ -326,6 +356,34 @@ private:
 	// returned, for the caller to wait for parked blocks and retry).
 	npurtError_t newSegment(size_t size, size_t segmentSize, bool small, StreamId stream,
 	                        Block **out, bool final);
+	// A block found or cut for a request of `size` (rounded) bytes: from
+	// the cache, else a new segment, waiting for parked blocks before
+	// failing.
+	npurtError_t obtain(size_t size, size_t rounded, bool small, StreamId stream, bool final,
+	                    Block **out);
+	// obtain(), then the block split to `rounded` and, in an expandable
+	// segment, its pages mapped.
+	npurtError_t take(size_t size, size_t rounded, bool small, StreamId stream, bool final,
+	                  Block **out);
+	// An expandable segment of address space holding `rounded` bytes, as
+	// one free block (not in a free set yet).
+	npurtError_t newExpSegment(size_t size, size_t rounded, bool small, StreamId stream,
+	                           Block **out);
+	// Maps the pages of b's range that have no memory, giving idle pages
+	// back first. On failure the pages mapped so far stay (idle once b is
+	// free again).
+	npurtError_t mapBlock(Block *b, size_t size, bool final);
+	// Unmaps up to `limit` idle pages (wholly inside free blocks of
+	// expandable segments); how many.
+	size_t releaseIdlePages(size_t limit);
+	// Gives a fully free segment (out of its free set) back.
+	void releaseSegment(Block *b);
+	// garbage_collection_threshold: cached memory goes back, least recently
+	// freed first, until `growth` more bytes fit under the threshold.
+	void collectGarbage(size_t growth);
+	// Returns a block that is neither live nor parked to its pool, merged
+	// with free neighbours.
+	void mergeFree(Block *b);
 	// Waits for the markers of every parked block, then polls them;
 	// whether there were any.
 	bool waitParked();
@@ -335,7 +393,8 @@ private:
 	void pollParked();
 	size_t releaseCachedSegments();
 	Block *findLive(uint64_t addr) const;
-	std::string oomMessage(size_t size, size_t segmentSize);
+	std::string oomMessage(size_t size, size_t segmentSize, bool expandable);
+	void refreshConfig();
 
 	mutable std::mutex mutex_;
 	SegmentBackend &backend_;
@@ -344,7 +403,12 @@ private:
 	FreeSet largeFree_;
 	std::map<uint64_t, Block *> live_;  // live allocations by address
 	std::vector<Parked> parked_;
+	std::map<uint64_t, ExpSegment *> expSegments_;  // by base address
 	AllocatorStats stats_;
+	AllocatorConfig cfg_;
+	uint64_t cfgGeneration_ = 0;
+	uint64_t freeTick_ = 0;  // orders frees, for garbage collection
+	size_t deviceBytes_ = 0;  // the device's memory, once asked
 };
 
 }  // namespace npurt

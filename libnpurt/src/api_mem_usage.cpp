@@ -1,9 +1,11 @@
 // C API: memory accounting for frameworks (this process's usage of a
-// device, the per-process limit, the pool's snapshot, the OOM observer).
+// device, the per-process limit, the pool's snapshot, the OOM observer,
+// the pools' settings).
 #include <cmath>
 #include <mutex>
 #include <string>
 
+#include "alloc_config.h"
 #include "allocator.h"
 #include "context.h"
 #include "error.h"
@@ -179,6 +181,8 @@ npurtError_t npurtMemGetSnapshot(npurtMemSegmentInfo *segments, size_t *segmentC
 			segments[i].firstBlock = s.firstBlock;
 			segments[i].blocks = s.blocks;
 			segments[i].small = s.small ? 1 : 0;
+			segments[i].expandable = s.expandable ? 1 : 0;
+			segments[i].mappedBytes = s.mapped;
 		}
 		for (size_t i = 0; i < snap.blocks.size(); i++) {
 			const auto &b = snap.blocks[i];
@@ -207,4 +211,45 @@ npurtError_t npurtMemSetOomObserver(npurtOomObserver observer, void *userData)
 	gObserver = observer;
 	gObserverData = observer ? userData : nullptr;
 	return npurtSuccess;
+}
+
+npurtError_t npurtMemSetAllocatorConfig(const char *config)
+{
+	try {
+		const char *api = "npurtMemSetAllocatorConfig";
+		if (!config)
+			return nullArgument(api, "config");
+		if (npurtError_t err = Runtime::instance().start())
+			return err;
+		npurt::AllocatorConfig cfg;
+		std::string why;
+		if (!npurt::parseAllocatorConfig(config, &cfg, &why))
+			return setError(npurtErrorInvalidValue, std::string(api) + ": " + why);
+		npurt::setAllocatorConfig(cfg);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMemSetAllocatorConfig");
+	}
+}
+
+npurtError_t npurtMemGetAllocatorConfig(char *config, size_t len)
+{
+	try {
+		const char *api = "npurtMemGetAllocatorConfig";
+		if (!config)
+			return nullArgument(api, "config");
+		if (npurtError_t err = Runtime::instance().start())
+			return err;
+		std::string text = npurt::formatAllocatorConfig(npurt::allocatorConfig(nullptr));
+		if (text.size() >= len)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": the settings take " +
+			                        std::to_string(text.size() + 1) +
+			                        " bytes, len is " + std::to_string(len));
+		text.copy(config, text.size());
+		config[text.size()] = '\0';
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMemGetAllocatorConfig");
+	}
 }

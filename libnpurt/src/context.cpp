@@ -194,28 +194,36 @@ void Context::closeBo(uint32_t handle)
 
 npurtError_t Context::allocSegment(size_t size, uint64_t *addr)
 {
+	uint64_t va = space_.allocate(size, kSegmentAlign);
+	if (!va)
+		return npurtErrorMemoryAllocation;
+	if (npurtError_t err = backRange(va, size)) {
+		space_.release(va, size);
+		return err;
+	}
+	*addr = va;
+	return npurtSuccess;
+}
+
+npurtError_t Context::backRange(uint64_t va, size_t size)
+{
 	// The per-process limit first: past it the driver is not asked.
 	Device &dev = Runtime::instance().device(ordinal_);
 	if (!dev.charge(size))
 		return npurtErrorMemoryAllocation;
-	npurtError_t err = allocCharged(size, addr);
+	npurtError_t err = backCharged(va, size);
 	if (err != npurtSuccess)
 		dev.uncharge(size);
 	return err;
 }
 
-npurtError_t Context::allocCharged(size_t size, uint64_t *addr)
+npurtError_t Context::backCharged(uint64_t va, size_t size)
 {
-	uint64_t va = space_.allocate(size, kSegmentAlign);
-	if (!va)
-		return npurtErrorMemoryAllocation;
-
 	drm_npu_bo_create c{};
 	c.size = size;
 	c.kind = DRM_NPU_BO_DEVICE;
 	int ret = node_.ioctl(DRM_IOCTL_NPU_BO_CREATE, &c);
 	if (ret) {
-		space_.release(va, size);
 		if (ret == -ENOMEM)
 			return npurtErrorMemoryAllocation;
 		return setError(errorFromErrno(ret),
@@ -227,7 +235,6 @@ npurtError_t Context::allocCharged(size_t size, uint64_t *addr)
 	ret = bind(c.handle, va, size, false);
 	if (ret) {
 		closeBo(c.handle);
-		space_.release(va, size);
 		return setError(errorFromErrno(ret),
 		                osMessage("binding device memory at " + hex(va), ret));
 	}
@@ -242,21 +249,19 @@ npurtError_t Context::allocCharged(size_t size, uint64_t *addr)
 		}
 		unbind(va, size);
 		closeBo(c.handle);
-		space_.release(va, size);
 		return err;
 	}
-	*addr = va;
 	return npurtSuccess;
 }
 
-void Context::freeSegment(uint64_t addr, size_t size)
+bool Context::dropSegment(uint64_t addr, size_t size)
 {
 	uint32_t handle;
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
 		auto it = segments_.find(addr);
 		if (it == segments_.end())
-			return;
+			return false;
 		handle = it->second.handle;
 		// Handles of it no longer open (importers keep their own
 		// references to the memory).
@@ -269,8 +274,48 @@ void Context::freeSegment(uint64_t addr, size_t size)
 	peerSegmentRemoved(addr);
 	unbind(addr, size);
 	closeBo(handle);
-	space_.release(addr, size);
 	Runtime::instance().device(ordinal_).uncharge(size);
+	return true;
+}
+
+void Context::freeSegment(uint64_t addr, size_t size)
+{
+	if (dropSegment(addr, size))
+		space_.release(addr, size);
+}
+
+size_t Context::capacity()
+{
+	uint64_t lim = Runtime::instance().device(ordinal_).limit();
+	if (lim)
+		return lim;
+	size_t freeBytes = 0, totalBytes = 0;
+	memInfo(&freeBytes, &totalBytes);
+	return totalBytes;
+}
+
+npurtError_t Context::reserveRange(size_t size, uint64_t *addr)
+{
+	uint64_t va = space_.allocate(size, kSegmentAlign);
+	if (!va)
+		return npurtErrorMemoryAllocation;
+	*addr = va;
+	return npurtSuccess;
+}
+
+void Context::releaseRange(uint64_t addr, size_t size)
+{
+	space_.release(addr, size);
+}
+
+npurtError_t Context::mapPage(uint64_t addr, size_t size)
+{
+	return backRange(addr, size);
+}
+
+void Context::unmapPage(uint64_t addr, size_t size)
+{
+	dropSegment(addr, size);
 }
 
 std::string Context::oomDetail(size_t segmentSize)

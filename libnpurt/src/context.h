@@ -270,10 +270,21 @@ private:
 	std::atomic<size_t> accessorCount_{0};  // accessors_.size(), read unlocked
 
 	npurtError_t allocSegment(size_t size, uint64_t *addr) override;
-	npurtError_t allocCharged(size_t size, uint64_t *addr);  // allocSegment, charged
 	void freeSegment(uint64_t addr, size_t size) override;
 	void memInfo(size_t *freeBytes, size_t *totalBytes) override;
 	std::string oomDetail(size_t segmentSize) override;
+	size_t capacity() override;
+	npurtError_t reserveRange(size_t size, uint64_t *addr) override;
+	void releaseRange(uint64_t addr, size_t size) override;
+	npurtError_t mapPage(uint64_t addr, size_t size) override;
+	void unmapPage(uint64_t addr, size_t size) override;
+	// New device memory bound at [va, va + size) of reserved address
+	// space, listed as a segment (for peers and IPC), charged.
+	npurtError_t backRange(uint64_t va, size_t size);
+	npurtError_t backCharged(uint64_t va, size_t size);  // backRange, charged
+	// The segment at addr unlisted, unbound and closed, its charge
+	// undone; false if there is none.
+	bool dropSegment(uint64_t addr, size_t size);
 
 	struct Range {
 		uint64_t size;

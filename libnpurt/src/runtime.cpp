@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "alloc_config.h"
 #include "error.h"
 #include "npu_drm.h"
 #include "stream.h"
@@ -88,9 +89,26 @@ npurtError_t Runtime::start(bool record)
 		startStatus_ = discover();
 		if (startStatus_ == npurtSuccess)
 			startStatus_ = reserveAddressSpace();
+		if (startStatus_ == npurtSuccess)
+			startStatus_ = readAllocatorConfig();
 		started_ = true;
 	}
 	return record ? setError(startStatus_, startMessage_) : startStatus_;
+}
+
+npurtError_t Runtime::readAllocatorConfig()
+{
+	const char *env = std::getenv("NPURT_ALLOC_CONF");
+	if (!env)
+		return npurtSuccess;
+	AllocatorConfig cfg;
+	std::string why;
+	if (!parseAllocatorConfig(env, &cfg, &why)) {
+		startMessage_ = "NPURT_ALLOC_CONF: " + why;
+		return npurtErrorInvalidValue;
+	}
+	setAllocatorConfig(cfg);
+	return npurtSuccess;
 }
 
 npurtError_t Runtime::discover()

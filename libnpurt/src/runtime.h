@@ -128,6 +128,8 @@ public:
 private:
 	npurtError_t discover();
 	npurtError_t reserveAddressSpace();
+	// NPURT_ALLOC_CONF, if set, into the pools' settings.
+	npurtError_t readAllocatorConfig();
 	void releaseContextLocked(Context *ctx);
 	Context *primaryLocked(int ordinal);  // with ctxMutex_ held
 

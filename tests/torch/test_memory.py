@@ -151,3 +151,28 @@ def test_out_of_memory_observer(dev):
     with pytest.raises(npu.OutOfMemoryError):
         torch.empty(total * 2, dtype=torch.uint8, device=dev)
     assert len(seen) == 1
+
+
+def test_allocator_settings_expandable_segments(dev):
+    before = npu._get_allocator_settings()
+    assert before.startswith("expandable_segments:False"), before
+    with pytest.raises(RuntimeError, match="unknown key 'expandable'"):
+        npu._set_allocator_settings("expandable:True")
+    with pytest.raises(RuntimeError, match="garbage_collection_threshold"):
+        npu._set_allocator_settings("garbage_collection_threshold:2")
+    assert npu._get_allocator_settings() == before
+    npu._set_allocator_settings("expandable_segments:True")
+    try:
+        npu.empty_cache()
+        a = torch.arange(3 << 20, dtype=torch.float32, device=dev)  # 12 MiB
+        b = a * 2 + 1
+        assert torch.equal(b.cpu(), torch.arange(3 << 20, dtype=torch.float32) * 2 + 1)
+        segs = [s for s in npu.memory_snapshot()
+                if s["address"] <= a.data_ptr() < s["address"] + s["total_size"]]
+        assert segs and segs[0]["is_expandable"], segs
+        assert segs[0]["mapped_size"] >= 12 << 20
+        assert segs[0]["mapped_size"] < segs[0]["total_size"]
+        del a, b
+    finally:
+        npu._set_allocator_settings("")
+        npu.empty_cache()

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -73,6 +74,80 @@ public:
 		*totalBytes = capacity_;
 	}
 
+	size_t capacity() override { return capacity_; }
+
+	// Address space comes from its own counter, memory from the capacity.
+	npurtError_t reserveRange(size_t size, uint64_t *addr) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		if (size > rangeRoom)
+			return npurtErrorMemoryAllocation;
+		rangeRoom -= size;
+		*addr = nextRange_;
+		nextRange_ += size + 64 * MiB;
+		ranges_[*addr] = size;
+		return npurtSuccess;
+	}
+	void releaseRange(uint64_t addr, size_t size) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		auto it = ranges_.find(addr);
+		EXPECT_NE(it, ranges_.end()) << "releasing unknown range " << addr;
+		if (it == ranges_.end())
+			return;
+		EXPECT_EQ(it->second, size);
+		for (const auto &[page, psize] : pages_)
+			EXPECT_FALSE(page >= addr && page - addr < size)
+			        << "range released with page " << page << " still mapped";
+		ranges_.erase(it);
+		rangeRoom += size;
+	}
+	npurtError_t mapPage(uint64_t addr, size_t size) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		auto r = ranges_.upper_bound(addr);
+		EXPECT_TRUE(r != ranges_.begin() &&
+		            addr + size <= std::prev(r)->first + std::prev(r)->second)
+		        << "page " << addr << " outside every range";
+		EXPECT_EQ(pages_.count(addr), 0u) << "page " << addr << " mapped twice";
+		mapCalls++;
+		if (size > capacity_ - used_)
+			return npurtErrorMemoryAllocation;
+		used_ += size;
+		pages_[addr] = size;
+		return npurtSuccess;
+	}
+	void unmapPage(uint64_t addr, size_t size) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		auto it = pages_.find(addr);
+		EXPECT_NE(it, pages_.end()) << "unmapping unknown page " << addr;
+		if (it == pages_.end())
+			return;
+		EXPECT_EQ(it->second, size);
+		pages_.erase(it);
+		used_ -= size;
+		unmapCalls++;
+	}
+	size_t livePages()
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		return pages_.size();
+	}
+	size_t liveRanges()
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		return ranges_.size();
+	}
+	bool pageMapped(uint64_t addr)
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		auto it = pages_.upper_bound(addr);
+		return it != pages_.begin() && addr - std::prev(it)->first < std::prev(it)->second;
+	}
+	size_t rangeRoom = 1ull << 40;  // address space left
+	int mapCalls = 0, unmapCalls = 0;
+
 	size_t liveSegments()
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
@@ -95,7 +170,10 @@ private:
 	size_t capacity_;
 	size_t used_ = 0;
 	uint64_t next_ = 0x100000000ull;
+	uint64_t nextRange_ = 0x800000000000ull;
 	std::map<uint64_t, size_t> live_;
+	std::map<uint64_t, size_t> ranges_;  // reserved address space
+	std::map<uint64_t, size_t> pages_;  // mapped memory
 };
 
 // Markers complete when the test says so (or at once with autoComplete).
@@ -200,8 +278,18 @@ bool contains(const std::string &haystack, const std::string &needle)
 
 class Allocator : public ::testing::Test {
 protected:
-	void SetUp() override { npurtGetLastError(); }
-	void TearDown() override { npurtGetLastError(); }
+	// The pools' settings are the process's: each test starts from the
+	// defaults and leaves them so.
+	void SetUp() override
+	{
+		npurtGetLastError();
+		npurt::setAllocatorConfig(npurt::AllocatorConfig{});
+	}
+	void TearDown() override
+	{
+		npurtGetLastError();
+		npurt::setAllocatorConfig(npurt::AllocatorConfig{});
+	}
 
 	// Allocates or fails the test.
 	static uint64_t alloc(CachingAllocator &a, size_t size, StreamId stream = 0)
@@ -856,6 +944,269 @@ TEST_F(Allocator, FragmentationOfARandomWorkloadStaysLow)
 	EXPECT_EQ(s.inactiveSplitBytes.current, 0u);
 	EXPECT_EQ(s.reservedBytes.current, 0u);
 	EXPECT_EQ(be.liveSegments(), 0u);
+}
+
+void configure(const std::string &text)
+{
+	npurt::AllocatorConfig cfg;
+	std::string why;
+	ASSERT_TRUE(npurt::parseAllocatorConfig(text, &cfg, &why)) << why;
+	npurt::setAllocatorConfig(cfg);
+}
+
+// One segment of address space grows: allocations follow each other and
+// memory is mapped page by page as they need it.
+TEST_F(Allocator, ExpandableSegmentGrowsPageByPage)
+{
+	configure("expandable_segments:True");
+	FakeBackend be(1 * GiB);
+	FakeTracker tr;
+	tr.autoComplete = true;
+	CachingAllocator a(be, &tr);
+	uint64_t x = alloc(a, 3 * MiB);
+	uint64_t y = alloc(a, 3 * MiB);
+	EXPECT_EQ(y, x + 3 * MiB);  // packed, no new segment
+	EXPECT_EQ(be.allocCalls, 0);  // no fixed-size segment
+	EXPECT_EQ(be.liveRanges(), 1u);
+	EXPECT_EQ(be.livePages(), 3u);  // 6 MiB: three 2 MiB pages
+	AllocatorStats s = a.stats();
+	EXPECT_EQ(s.reservedBytes.current, 6 * MiB);
+	EXPECT_EQ(s.segments.current, 1u);
+	EXPECT_EQ(s.allocatedBytes.current, 6 * MiB);
+	EXPECT_TRUE(be.pageMapped(x) && be.pageMapped(y + 3 * MiB - 1));
+
+	// The snapshot shows the range and what is mapped of it.
+	npurt::PoolSnapshot snap = a.snapshot();
+	ASSERT_EQ(snap.segments.size(), 1u);
+	EXPECT_TRUE(snap.segments[0].expandable);
+	EXPECT_EQ(snap.segments[0].mapped, 6 * MiB);
+	EXPECT_GT(snap.segments[0].size, 6 * MiB);
+	EXPECT_EQ(snap.segments[0].allocated, 6 * MiB);
+
+	// Freed, the pages stay for reuse in place; emptyCache unmaps them
+	// and gives the range back.
+	release(a, x);
+	release(a, y);
+	EXPECT_EQ(alloc(a, 5 * MiB), x);
+	EXPECT_EQ(be.livePages(), 3u);
+	release(a, x);
+	a.emptyCache();
+	EXPECT_EQ(be.livePages(), 0u);
+	EXPECT_EQ(be.liveRanges(), 0u);
+	EXPECT_EQ(a.stats().reservedBytes.current, 0u);
+	EXPECT_EQ(a.stats().segments.current, 0u);
+	EXPECT_EQ(be.used(), 0u);
+}
+
+// Idle pages (wholly inside free blocks) go back before new ones are
+// mapped: the pool holds what its live blocks touch.
+TEST_F(Allocator, ExpandableSegmentGivesIdlePagesBackBeforeGrowing)
+{
+	configure("expandable_segments:True");
+	FakeBackend be(1 * GiB);
+	FakeTracker tr;
+	tr.autoComplete = true;
+	CachingAllocator a(be, &tr);
+	uint64_t x = alloc(a, 8 * MiB);
+	uint64_t y = alloc(a, 2 * MiB);
+	release(a, x);  // 8 MiB hole before y, four idle pages
+	EXPECT_EQ(be.livePages(), 5u);
+	uint64_t z = alloc(a, 10 * MiB);  // does not fit the hole
+	EXPECT_EQ(z, y + 2 * MiB);
+	// Four idle pages unmapped, five mapped: 12 MiB reserved, not 20.
+	EXPECT_EQ(be.livePages(), 6u);
+	EXPECT_EQ(a.stats().reservedBytes.current, 12 * MiB);
+	EXPECT_EQ(be.unmapCalls, 4);
+	EXPECT_FALSE(be.pageMapped(x));
+	// The hole is reused, its pages mapped again.
+	EXPECT_EQ(alloc(a, 4 * MiB), x);
+	EXPECT_TRUE(be.pageMapped(x));
+	EXPECT_EQ(a.stats().reservedBytes.current, 16 * MiB);
+}
+
+// Without a tracker a free block may still be read by queued work: its
+// pages are not taken for another block.
+TEST_F(Allocator, ExpandableSegmentWithoutATrackerKeepsIdlePages)
+{
+	configure("expandable_segments:True");
+	FakeBackend be(1 * GiB);
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 8 * MiB);
+	alloc(a, 2 * MiB);
+	release(a, x);
+	alloc(a, 10 * MiB);
+	EXPECT_EQ(be.unmapCalls, 0);
+	EXPECT_TRUE(be.pageMapped(x));
+	EXPECT_EQ(a.stats().reservedBytes.current, 20 * MiB);
+}
+
+TEST_F(Allocator, ExpandableSegmentOutOfMemoryIsReportedAndKeepsNothing)
+{
+	configure("expandable_segments:True");
+	FakeBackend be(16 * MiB);
+	FakeTracker tr;
+	tr.autoComplete = true;
+	CachingAllocator a(be, &tr);
+	uint64_t x = alloc(a, 10 * MiB);
+	uint64_t addr = 0;
+	EXPECT_EQ(a.allocate(8 * MiB, 0, &addr), npurtErrorMemoryAllocation);
+	EXPECT_EQ(addr, 0u);
+	std::string msg = npurtGetLastErrorMessage();
+	EXPECT_TRUE(contains(msg, "tried to allocate 8.00 MiB")) << msg;
+	EXPECT_TRUE(contains(msg, "expandable segment")) << msg;
+	EXPECT_EQ(a.stats().ooms, 1u);
+	// The pages mapped for the failed request went back.
+	EXPECT_EQ(a.stats().reservedBytes.current, 10 * MiB);
+	EXPECT_EQ(be.used(), 10 * MiB);
+	EXPECT_EQ(alloc(a, 6 * MiB), x + 10 * MiB);
+	release(a, x);
+}
+
+TEST_F(Allocator, ExpandableSegmentsRunningOutOfAddressSpaceSayWhat)
+{
+	configure("expandable_segments:True");
+	FakeBackend be(1 * GiB);
+	be.rangeRoom = 300 * MiB;  // one large range (a quarter of 1 GiB)
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 200 * MiB);
+	uint64_t addr = 0;
+	EXPECT_EQ(a.allocate(100 * MiB, 0, &addr), npurtErrorMemoryAllocation);
+	std::string msg = npurtGetLastErrorMessage();
+	EXPECT_TRUE(contains(msg, "out of device address space")) << msg;
+	release(a, x);
+	// Freed and emptied, the range goes back and the request fits.
+	a.emptyCache();
+	EXPECT_EQ(be.liveRanges(), 0u);
+	release(a, alloc(a, 100 * MiB));
+}
+
+// Settings change the next segments; those made before keep their kind.
+TEST_F(Allocator, ExpandableAndFixedSegmentsLiveSideBySide)
+{
+	FakeBackend be(1 * GiB);
+	FakeTracker tr;
+	tr.autoComplete = true;
+	CachingAllocator a(be, &tr);
+	uint64_t fixed = alloc(a, 3 * MiB);  // a 20 MiB fixed segment
+	configure("expandable_segments:True");
+	uint64_t reused = alloc(a, 3 * MiB);  // still fits the fixed one
+	EXPECT_EQ(reused, fixed + 3 * MiB);
+	uint64_t big = alloc(a, 30 * MiB);  // a new, expandable segment
+	EXPECT_EQ(be.allocs, (std::vector<size_t>{20 * MiB}));
+	EXPECT_EQ(be.livePages(), 15u);
+	npurt::PoolSnapshot snap = a.snapshot();
+	ASSERT_EQ(snap.segments.size(), 2u);
+	EXPECT_NE(snap.segments[0].expandable, snap.segments[1].expandable);
+	for (uint64_t p : {fixed, reused, big})
+		release(a, p);
+	a.emptyCache();
+	EXPECT_EQ(be.used(), 0u);
+	EXPECT_EQ(be.liveSegments(), 0u);
+	EXPECT_EQ(be.liveRanges(), 0u);
+}
+
+TEST_F(Allocator, DestructorGivesExpandableSegmentsBack)
+{
+	configure("expandable_segments:True");
+	FakeBackend be(1 * GiB);
+	FakeTracker tr;
+	{
+		CachingAllocator a(be, &tr);
+		alloc(a, 4096);
+		alloc(a, 5 * MiB);
+		uint64_t p = alloc(a, 3 * MiB, 7);
+		tr.pending = {7};
+		release(a, p);  // parked
+		EXPECT_GT(be.livePages(), 0u);
+	}
+	EXPECT_EQ(be.livePages(), 0u);
+	EXPECT_EQ(be.liveRanges(), 0u);
+	EXPECT_EQ(be.used(), 0u);
+	EXPECT_EQ(tr.unreleased(), 0u);
+}
+
+TEST_F(Allocator, MaxSplitSizeIsTheOversizeLimit)
+{
+	configure("max_split_size_mb:32");
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 40 * MiB);
+	release(a, x);
+	EXPECT_NE(alloc(a, 12 * MiB), x);  // 40 MiB is oversize now: not cut
+	EXPECT_EQ(alloc(a, 36 * MiB), x);
+	EXPECT_EQ(a.stats().inactiveSplitBytes.current, 0u);
+}
+
+TEST_F(Allocator, RoundupPower2DivisionsRoundsBlocks)
+{
+	configure("roundup_power2_divisions:4");
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	uint64_t x = alloc(a, 1200 * KiB);
+	EXPECT_EQ(a.stats().allocatedBytes.current, 1280 * KiB);
+	EXPECT_EQ(a.stats().requestedBytes.current, 1200 * KiB);
+	release(a, x);
+}
+
+// Before the pool grows past the threshold of its capacity, cached
+// segments go back, least recently freed first.
+TEST_F(Allocator, GarbageCollectionFreesTheOldestCachedSegmentsFirst)
+{
+	configure("garbage_collection_threshold:0.5");
+	FakeBackend be(200 * MiB);
+	CachingAllocator a(be, nullptr);
+	uint64_t p = alloc(a, 30 * MiB);
+	uint64_t q = alloc(a, 30 * MiB);
+	uint64_t r = alloc(a, 30 * MiB);
+	release(a, q);  // freed first: the oldest
+	release(a, p);
+	release(a, r);
+	EXPECT_EQ(a.stats().reservedBytes.current, 90 * MiB);
+	// 40 MiB more would make 130 MiB, past 100: one segment goes, q's.
+	alloc(a, 40 * MiB);
+	ASSERT_EQ(be.frees.size(), 1u);
+	EXPECT_EQ(be.frees[0].first, q);
+	EXPECT_EQ(a.stats().reservedBytes.current, 100 * MiB);
+}
+
+// The bench's workload (tools/bench/alloc.cpp) under expandable segments:
+// the pool holds little more than its live blocks.
+TEST_F(Allocator, ExpandableSegmentsKeepFragmentationNearOne)
+{
+	for (bool expandable : {false, true}) {
+		configure(expandable ? "expandable_segments:True" : "");
+		FakeBackend be(4 * GiB);
+		FakeTracker tr;
+		tr.autoComplete = true;
+		CachingAllocator a(be, &tr);
+		std::mt19937_64 rng(12345);
+		std::vector<uint64_t> live;
+		for (int i = 0; i < 4000; i++) {
+			bool more = live.size() < 8 || (live.size() < 64 && rng() % 2);
+			if (more) {
+				double e = 10 + static_cast<double>(rng() % 1000) / 1000.0 * 15;
+				live.push_back(alloc(a, static_cast<size_t>(std::pow(2.0, e))));
+			} else {
+				size_t k = rng() % live.size();
+				release(a, live[k]);
+				live[k] = live.back();
+				live.pop_back();
+			}
+		}
+		AllocatorStats s = a.stats();
+		EXPECT_EQ(s.reservedBytes.current, be.used());
+		double ratio = static_cast<double>(s.reservedBytes.peak) / s.allocatedBytes.peak;
+		std::printf("[ fragmentation ] expandable %d: peak reserved / peak allocated = "
+		            "%.3f\n",
+		            expandable, ratio);
+		if (expandable) {
+			EXPECT_LE(ratio, 1.05);
+		}
+		for (uint64_t p : live)
+			release(a, p);
+		a.emptyCache();
+		EXPECT_EQ(be.used(), 0u);
+	}
 }
 
 }  // namespace

@@ -39,8 +39,9 @@ void benchAlloc(const Options &o)
 	                     "cached Malloc+Free", "us", cached, "ratio: times slower");
 
 	// Fragmentation: random sizes, a bounded live set, seeded (the same
-	// workload every run; --quick runs it once).
-	std::vector<double> frag = repeat(o.quick ? 1 : o.runs, [&] {
+	// workload every run; --quick runs it once), with fixed-size segments
+	// (the default) and with expandable ones.
+	auto fragmentation = [&] {
 		check(npurtMemEmptyCache(), "empty cache");
 		check(npurtMemResetPeakStats(), "reset stats");
 		std::mt19937_64 rng(12345);
@@ -68,9 +69,18 @@ void benchAlloc(const Options &o)
 		check(npurtMemEmptyCache(), "empty cache");
 		return static_cast<double>(s.reservedBytesPeak) /
 		       static_cast<double>(s.allocatedBytesPeak);
-	});
+	};
+	std::vector<double> frag = repeat(o.quick ? 1 : o.runs, fragmentation);
 	size_t f = addFigure("alloc", "fragmentation: peak reserved / peak allocated", "ratio",
 	                     frag, "4000 random Malloc/Free, 1 KiB-32 MiB, <= 64 live");
+	check(npurtMemSetAllocatorConfig("expandable_segments:True"), "allocator config");
+	std::vector<double> fragExp = repeat(o.quick ? 1 : o.runs, fragmentation);
+	check(npurtMemSetAllocatorConfig(""), "allocator config");
+	size_t fe = addFigure("alloc",
+	                      "fragmentation, expandable segments: peak reserved / peak allocated",
+	                      "ratio", fragExp,
+	                      "the same workload, NPURT_ALLOC_CONF="
+	                      "expandable_segments:True");
 
 	Goal g;
 	g.text = "cached Malloc/Free >= 50x faster than uncached";
@@ -85,6 +95,13 @@ void benchAlloc(const Options &o)
 	g.measured = "peak reserved / peak allocated";
 	g.atLeast = false;
 	g.target = 1.3;
+	addGoal(g);
+	g = Goal{};
+	g.text = "fragmentation with expandable segments <= 1.05";
+	g.value = figures()[fe].value;
+	g.measured = "peak reserved / peak allocated";
+	g.atLeast = false;
+	g.target = 1.05;
 	addGoal(g);
 }
 

@@ -353,6 +353,19 @@ py::dict memUsage(int device)
 	return d;
 }
 
+// torch.cuda.memory._set_allocator_settings: libnpurt's pool settings.
+void setAllocatorSettings(const std::string &settings)
+{
+	check(npurtMemSetAllocatorConfig(settings.c_str()), "npurtMemSetAllocatorConfig");
+}
+
+std::string getAllocatorSettings()
+{
+	char buf[1024];
+	check(npurtMemGetAllocatorConfig(buf, sizeof(buf)), "npurtMemGetAllocatorConfig");
+	return buf;
+}
+
 // torch.cuda.memory_snapshot()'s shape: a list of segments, each with its
 // blocks; a block's frames from the call site that allocated it.
 py::list memSnapshot(int device)
@@ -386,7 +399,9 @@ py::list memSnapshot(int device)
 		seg["active_size"] = sg.allocatedBytes + sg.pendingFreeBytes;
 		seg["segment_type"] = sg.small ? "small" : "large";
 		seg["stream"] = 0;
-		seg["is_expandable"] = false;
+		seg["is_expandable"] = sg.expandable != 0;
+		// An expandable segment's range holds memory only where mapped.
+		seg["mapped_size"] = sg.mappedBytes;
 		uint64_t requested = 0;
 		py::list bl;
 		for (uint32_t i = sg.firstBlock; i < sg.firstBlock + sg.blocks; i++) {
@@ -559,6 +574,8 @@ PYBIND11_MODULE(_C, m)
 	m.def("_fallback_counts", &fallbackCounts);
 	m.def("_mem_usage", &memUsage);
 	m.def("_memory_snapshot", &memSnapshot);
+	m.def("_set_allocator_settings", &setAllocatorSettings);
+	m.def("_get_allocator_settings", &getAllocatorSettings);
 	m.def("_set_memory_limit", [](size_t bytes, int d) {
 		check(npurtSetMemoryLimit(checkedDevice(d), bytes), "npurtSetMemoryLimit");
 	});

@@ -20,7 +20,12 @@ import sys
 
 import torch
 
-from . import _C  # registers the kernels, allocator and device guard
+# torch_npu's name for the pool's settings; libnpurt reads NPURT_ALLOC_CONF
+# when it starts (at the first NPU call), which wins when both are set.
+if "PYTORCH_NPU_ALLOC_CONF" in os.environ and "NPURT_ALLOC_CONF" not in os.environ:
+    os.environ["NPURT_ALLOC_CONF"] = os.environ["PYTORCH_NPU_ALLOC_CONF"]
+
+from . import _C  # noqa: E402  registers the kernels, allocator and device guard
 from . import npu
 from . import _patches
 from . import _serialization

@@ -381,6 +381,20 @@ def memory_snapshot(device=None):
     return segs
 
 
+def _set_allocator_settings(settings):
+    """The caching pool's settings (torch.cuda.memory._set_allocator_settings),
+    in PYTORCH_NPU_ALLOC_CONF's syntax: "expandable_segments:True",
+    max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions.
+    The string replaces the settings whole; a bad key or value raises
+    RuntimeError and changes nothing."""
+    _C._set_allocator_settings(settings)
+
+
+def _get_allocator_settings():
+    """The settings in force, as _set_allocator_settings takes them."""
+    return _C._get_allocator_settings()
+
+
 def _attach_out_of_memory_observer(observer):
     """Calls observer(device, bytes_requested, device_allocated, device_free)
     when an allocation fails for lack of memory or the limit, before

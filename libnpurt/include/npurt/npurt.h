@@ -274,6 +274,35 @@ typedef struct npurtMemStats {
 
 /* Statistics of the current context's pool. */
 NPURT_API npurtError_t npurtMemGetStats(npurtMemStats *stats);
+
+/*
+ * The pools' settings, process-wide, in the syntax of PyTorch's
+ * PYTORCH_CUDA_ALLOC_CONF: comma-separated key:value pairs.
+ *   expandable_segments:True   a segment is a large range of device
+ *       addresses with memory mapped into it in 2 MiB pages as blocks need
+ *       it: a pool holds about what its live blocks take, whatever the
+ *       order of sizes (default False: segments of fixed size)
+ *   max_split_size_mb:N        blocks of N MiB or more (N > 20) are not
+ *       split (default 64)
+ *   garbage_collection_threshold:F  (0 < F < 1) before the pool grows past
+ *       F of what it may hold (the limit, else the device's memory), cached
+ *       segments go back, least recently freed first (default off)
+ *   roundup_power2_divisions:N or [SIZE_MB:N,...,>:N]  requests round up to
+ *       one of N steps between two powers of two (N a power of two; per
+ *       size range in the list form, SIZE_MB powers of two; default off)
+ * NPURT_ALLOC_CONF in the environment is read when the runtime starts (a
+ * bad one makes every call fail with npurtErrorInvalidValue and its
+ * message); npurtMemSetAllocatorConfig replaces the settings later, whole
+ * (keys not named go back to their defaults), or changes nothing and
+ * returns npurtErrorInvalidValue naming the bad key or value. New settings
+ * apply to the next allocations; segments keep the kind they were made as.
+ * npurtMemGetAllocatorConfig writes the settings in force as a string
+ * npurtMemSetAllocatorConfig takes (expandable_segments and
+ * max_split_size_mb always, the others when set) of at most len bytes with
+ * its NUL (npurtErrorInvalidValue if that is too short). Thread-safe.
+ */
+NPURT_API npurtError_t npurtMemSetAllocatorConfig(const char *config);
+NPURT_API npurtError_t npurtMemGetAllocatorConfig(char *config, size_t len);
 NPURT_API npurtError_t npurtMemResetPeakStats(void);
 NPURT_API npurtError_t npurtMemEmptyCache(void);
 
@@ -343,13 +372,14 @@ typedef struct npurtMemBlockInfo {
 } npurtMemBlockInfo;
 
 typedef struct npurtMemSegmentInfo {
-	uint64_t address, size;
+	uint64_t address, size; /* an expandable segment's: its address range */
 	uint64_t allocatedBytes; /* in allocated blocks */
 	uint64_t pendingFreeBytes; /* in blocks waiting for queued work */
 	uint32_t firstBlock, blocks; /* its blocks in the block array */
 	uint32_t small; /* 1: the small-request pool (2 MiB segments) */
-	uint32_t pad;
-	uint64_t reserved[4];
+	uint32_t expandable; /* 1: memory mapped into it page by page */
+	uint64_t mappedBytes; /* with memory behind it (size, unless expandable) */
+	uint64_t reserved[3];
 } npurtMemSegmentInfo;
 
 NPURT_API npurtError_t npurtMemGetSnapshot(npurtMemSegmentInfo *segments, size_t *segmentCount,
@@ -452,7 +482,9 @@ NPURT_API npurtError_t npurtMemset(void *devPtr, int value, size_t count);
  * with CAP_SYS_PTRACE. Another user's process gets npurtErrorPermission; a
  * handle whose exporter exited or freed the memory, npurtErrorInvalidHandle.
  * A descriptor received over a Unix socket (SCM_RIGHTS) opens too: put it
- * in fd and set pid to 0.
+ * in fd and set pid to 0. Memory of an expandable segment that spans more
+ * than one of its 2 MiB pages is npurtErrorNotSupported: each page is its
+ * own device memory object.
  */
 #define NPURT_IPC_HANDLE_MAGIC 0x4e504948u /* "NPIH" */
 typedef struct npurtIpcMemHandle {

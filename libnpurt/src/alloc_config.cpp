@@ -70,6 +70,15 @@ std::vector<std::string> splitTop(const std::string &text)
 	return parts;
 }
 
+// Sets *error to the parts joined and returns false (one string built, not
+// a temporary per '+').
+template <typename... Parts> bool fail(std::string *error, const Parts &...parts)
+{
+	error->clear();
+	(error->append(parts), ...);
+	return false;
+}
+
 bool parseDivisions(const std::string &value, AllocatorConfig *cfg, std::string *error)
 {
 	auto &div = cfg->divisions;
@@ -77,20 +86,18 @@ bool parseDivisions(const std::string &value, AllocatorConfig *cfg, std::string 
 	if (value.empty() || value[0] != '[') {
 		uint64_t n = 0;
 		if (!parseUnsigned(value, &n) || !isPowerOfTwo(n) || n > (1u << 20)) {
-			*error = what + "'" + value + "' is not a power of two up to 1048576";
-			return false;
+			return fail(error, what, "'", value,
+			            "' is not a power of two up to 1048576");
 		}
 		div.fill(static_cast<uint32_t>(n));
 		return true;
 	}
 	if (value.back() != ']') {
-		*error = what + "the list '" + value + "' does not end with ']'";
-		return false;
+		return fail(error, what, "the list '", value, "' does not end with ']'");
 	}
 	std::vector<std::string> items = splitTop(value.substr(1, value.size() - 2));
 	if (items.size() == 1 && trim(items[0]).empty()) {
-		*error = what + "the list is empty";
-		return false;
+		return fail(error, what, "the list is empty");
 	}
 	int last = -1;  // the interval of the last size key
 	bool sawRest = false;
@@ -98,36 +105,34 @@ bool parseDivisions(const std::string &value, AllocatorConfig *cfg, std::string 
 		std::string item = trim(raw);
 		size_t colon = item.find(':');
 		if (colon == std::string::npos) {
-			*error = what + "the list entry '" + item + "' is not SIZE_MB:DIVISIONS";
-			return false;
+			return fail(error, what, "the list entry '", item,
+			            "' is not SIZE_MB:DIVISIONS");
 		}
 		std::string key = trim(item.substr(0, colon));
 		std::string val = trim(item.substr(colon + 1));
 		uint64_t n = 0;
 		if (!parseUnsigned(val, &n) || !isPowerOfTwo(n) || n > (1u << 20)) {
-			*error = what + "the divisions '" + val + "' of '" + key +
-			         "' is not a power of two up to 1048576";
-			return false;
+			return fail(error, what, "the divisions '", val, "' of '", key,
+			            "' is not a power of two up to 1048576");
 		}
 		if (sawRest) {
-			*error = what + "'>' must be the list's last entry";
-			return false;
+			return fail(error, what, "'>' must be the list's last entry");
 		}
 		if (key == ">") {
-			for (size_t i = static_cast<size_t>(last + 1); i < div.size(); i++)
+			for (size_t i = last < 0 ? 0 : static_cast<size_t>(last) + 1;
+			     i < div.size(); i++)
 				div[i] = static_cast<uint32_t>(n);
 			sawRest = true;
 			continue;
 		}
 		uint64_t mb = 0;
 		if (!parseUnsigned(key, &mb) || !isPowerOfTwo(mb)) {
-			*error = what + "the size '" + key + "' is not a power of two (MiB) or '>'";
-			return false;
+			return fail(error, what, "the size '", key,
+			            "' is not a power of two (MiB) or '>'");
 		}
 		int idx = std::min<int>(std::countr_zero(mb), AllocatorConfig::kIntervals - 1);
 		if (idx <= last) {
-			*error = what + "the sizes must increase ('" + key + "')";
-			return false;
+			return fail(error, what, "the sizes must increase ('", key, "')");
 		}
 		// Sizes before the first key take its value; each key's value
 		// holds up to the next key.
@@ -214,10 +219,12 @@ bool parseAllocatorConfig(const std::string &text, AllocatorConfig *out, std::st
 			                           : mb * kMiB;
 		} else if (key == "garbage_collection_threshold") {
 			k = 2;
+			// strtod sets end; an empty value leaves it at the start.
+			const char *start = value.c_str();
 			char *end = nullptr;
 			errno = 0;
-			double v = value.empty() ? 0 : std::strtod(value.c_str(), &end);
-			if (value.empty() || errno || *end || !(v > 0 && v < 1)) {
+			double v = std::strtod(start, &end);
+			if (end == nullptr || end == start || errno || *end || !(v > 0 && v < 1)) {
 				*error = "garbage_collection_threshold: '" + value +
 				         "' is not a number between 0 and 1 (both excluded)";
 				return false;

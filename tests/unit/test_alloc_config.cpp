@@ -91,6 +91,7 @@ TEST(AllocatorConfig, BadKeysAndValuesAreNamed)
 	EXPECT_TRUE(has(reject("garbage_collection_threshold:0"), "between 0 and 1"));
 	EXPECT_TRUE(has(reject("garbage_collection_threshold:0.5x"), "between 0 and 1"));
 	EXPECT_TRUE(has(reject("garbage_collection_threshold:nan"), "between 0 and 1"));
+	EXPECT_TRUE(has(reject("garbage_collection_threshold:"), "between 0 and 1"));
 	EXPECT_TRUE(has(reject("roundup_power2_divisions:3"), "not a power of two"));
 	EXPECT_TRUE(has(reject("roundup_power2_divisions:0"), "not a power of two"));
 	EXPECT_TRUE(has(reject("roundup_power2_divisions:[100:2]"), "'100' is not a power"));

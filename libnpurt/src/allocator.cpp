@@ -461,6 +461,18 @@ npurtError_t CachingAllocator::take(size_t size, size_t rounded, bool small, Str
 npurtError_t CachingAllocator::allocate(size_t size, StreamId stream, uint64_t *addr,
                                         AllocSite site)
 {
+	return allocateIn(size, stream, 0, addr, site);
+}
+
+npurtError_t CachingAllocator::allocateOrdered(size_t size, StreamId stream, uint64_t *addr,
+                                               AllocSite site)
+{
+	return allocateIn(size, 0, stream, addr, site);
+}
+
+npurtError_t CachingAllocator::allocateIn(size_t size, StreamId key, StreamId orderedOn,
+                                          uint64_t *addr, AllocSite site)
+{
 	if (!addr)
 		return setError(npurtErrorInvalidValue, "allocate: the address pointer is null");
 	*addr = 0;
@@ -478,14 +490,18 @@ npurtError_t CachingAllocator::allocate(size_t size, StreamId stream, uint64_t *
 	pollParked();
 	const size_t rounded = cfg_.roundSize(size);
 	const bool small = rounded <= kSmallSize;
-	Block *b = nullptr;
-	// Freed memory still in reach of queued work comes back once that
-	// work is done: wait for it rather than fail.
-	const bool final = parked_.empty();
-	npurtError_t err = take(size, rounded, small, stream, final, &b);
-	if (err == npurtErrorMemoryAllocation && !final) {
-		waitParked();
-		err = take(size, rounded, small, stream, true, &b);
+	// A stream-ordered request first takes what was freed in its order.
+	Block *b = orderedOn ? takeParked(orderedOn, rounded, small) : nullptr;
+	npurtError_t err = npurtSuccess;
+	if (!b) {
+		// Freed memory still in reach of queued work comes back once
+		// that work is done: wait for it rather than fail.
+		const bool final = parked_.empty();
+		err = take(size, rounded, small, key, final, &b);
+		if (err == npurtErrorMemoryAllocation && !final) {
+			waitParked();
+			err = take(size, rounded, small, key, true, &b);
+		}
 	}
 	if (err != npurtSuccess)
 		return err;
@@ -531,21 +547,17 @@ void CachingAllocator::mergeFree(Block *b)
 	insertFree(b);
 }
 
-npurtError_t CachingAllocator::deallocate(uint64_t addr)
+npurtError_t CachingAllocator::unlive(uint64_t addr, const char *what, Block **out)
 {
-	if (addr == 0)
-		return npurtSuccess;
-	std::lock_guard<std::mutex> lock(mutex_);
 	auto it = live_.find(addr);
 	if (it == live_.end()) {
+		std::string msg = std::string(what) + ": " + hexAddr(addr);
 		if (const Block *b = findLive(addr))
-			return setError(npurtErrorInvalidValue,
-			                "free: " + hexAddr(addr) + " is inside the allocation at " +
-			                        hexAddr(b->addr) + ", not its start");
-		return setError(npurtErrorInvalidValue,
-		                "free: " + hexAddr(addr) +
-		                        " is not a live allocation (never allocated, or "
-		                        "already freed)");
+			msg += " is inside the allocation at " + hexAddr(b->addr) +
+			       ", not its start";
+		else
+			msg += " is not a live allocation (never allocated, or already freed)";
+		return setError(npurtErrorInvalidValue, msg);
 	}
 	Block *b = it->second;
 	live_.erase(it);
@@ -555,6 +567,18 @@ npurtError_t CachingAllocator::deallocate(uint64_t addr)
 	sub(stats_.requestedBytes, b->requested);
 	b->requested = 0;
 	b->site = {};
+	*out = b;
+	return npurtSuccess;
+}
+
+npurtError_t CachingAllocator::deallocate(uint64_t addr)
+{
+	if (addr == 0)
+		return npurtSuccess;
+	std::lock_guard<std::mutex> lock(mutex_);
+	Block *b = nullptr;
+	if (npurtError_t err = unlive(addr, "free", &b))
+		return err;
 
 	if (tracker_) {
 		Parked p{b, {}};
@@ -573,11 +597,90 @@ npurtError_t CachingAllocator::deallocate(uint64_t addr)
 	return npurtSuccess;
 }
 
-void CachingAllocator::pollParked()
+npurtError_t CachingAllocator::deallocateOrdered(uint64_t addr, StreamId stream)
+{
+	if (addr == 0)
+		return npurtSuccess;
+	std::lock_guard<std::mutex> lock(mutex_);
+	Block *b = nullptr;
+	if (npurtError_t err = unlive(addr, "free", &b))
+		return err;
+	if (!tracker_) {
+		b->uses.clear();
+		freeBlock(b);
+		return npurtSuccess;
+	}
+	// The caller ordered every use before the free on `stream`; streams
+	// recorded with recordStream are waited for as by deallocate.
+	Parked p{b, {tracker_->mark(stream)}, stream};
+	for (StreamId s : b->uses)
+		p.markers.push_back(tracker_->mark(s));
+	b->uses.clear();
+	b->state = Block::State::Parked;
+	parked_.push_back(std::move(p));
+	return npurtSuccess;
+}
+
+CachingAllocator::Block *CachingAllocator::takeParked(StreamId stream, size_t rounded, bool small)
+{
+	Parked *best = nullptr;
+	for (auto &p : parked_) {
+		// Only a free on this stream alone: recorded streams are not
+		// ordered before the request.
+		const bool ordered =
+		        p.freedOn && p.markers.size() == 1 &&
+		        (p.freedOn == stream ||
+		         (followEvents_ && tracker_->orderedAfter(stream, p.markers[0])));
+		if (!ordered || p.block->small != small || p.block->size < rounded)
+			continue;
+		if (!best || p.block->size < best->block->size)
+			best = &p;
+	}
+	if (!best)
+		return nullptr;
+	Block *b = best->block;
+	const size_t rest = b->size - rounded;
+	const bool keepRest = small || b->exp ? rest >= kMinBlockSize : rest > kSmallSize;
+	if (keepRest && (b->exp || b->size < cfg_.maxSplitSize)) {
+		// The front is taken; the rest stays parked behind the marker.
+		auto *r = new Block;
+		r->addr = b->addr + rounded;
+		r->size = rest;
+		r->stream = b->stream;
+		r->small = small;
+		r->exp = b->exp;
+		r->state = Block::State::Parked;
+		r->prev = b;
+		r->next = b->next;
+		if (r->next)
+			r->next->prev = r;
+		b->next = r;
+		b->size = rounded;
+		best->block = r;
+		add(stats_.activeBlocks, 1);  // r, parked
+	} else {
+		tracker_->release(best->markers[0]);
+		parked_.erase(parked_.begin() + (best - parked_.data()));
+	}
+	sub(stats_.activeBlocks, 1);  // allocate() counts it again
+	return b;
+}
+
+void CachingAllocator::setReusePolicy(bool followEvents, bool opportunistic)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	followEvents_ = followEvents;
+	opportunistic_ = opportunistic;
+}
+
+void CachingAllocator::pollParked(bool all)
 {
 	if (parked_.empty())
 		return;  // also without a tracker
-	reuseDoneParked(parked_, *tracker_, [this](Block *b) { freeBlock(b); });
+	const bool hold = !all && !opportunistic_;
+	reuseDoneParked(
+	        parked_, *tracker_, [this](Block *b) { freeBlock(b); },
+	        [hold](const Parked &p) { return hold && p.freedOn != 0; });
 }
 
 bool CachingAllocator::waitParked()
@@ -585,7 +688,7 @@ bool CachingAllocator::waitParked()
 	if (!tracker_ || parked_.empty())
 		return false;
 	waitParkedWork(parked_, *tracker_);
-	pollParked();
+	pollParked(true);
 	return true;
 }
 
@@ -605,11 +708,17 @@ npurtError_t CachingAllocator::recordStream(uint64_t addr, StreamId stream)
 }
 
 // Returns how many segments and idle pages went back to the backend.
-size_t CachingAllocator::releaseCachedSegments()
+size_t CachingAllocator::releaseCachedSegments(size_t keep)
 {
-	size_t released = releaseIdlePages(SIZE_MAX);
+	// keep 0: everything, address space of expandable segments included.
+	auto over = [this, keep] { return keep == 0 || stats_.reservedBytes.current > keep; };
+	size_t pages = SIZE_MAX;
+	if (keep)
+		pages = over() ? (stats_.reservedBytes.current - keep + kPageSize - 1) / kPageSize
+		               : 0;
+	size_t released = pages ? releaseIdlePages(pages) : 0;
 	for (FreeSet *pool : {&smallFree_, &largeFree_}) {
-		for (auto it = pool->begin(); it != pool->end();) {
+		for (auto it = pool->begin(); it != pool->end() && over();) {
 			Block *b = *it;
 			if (b->split() || (b->exp && b->exp->mappedPages)) {
 				++it;
@@ -625,9 +734,14 @@ size_t CachingAllocator::releaseCachedSegments()
 
 void CachingAllocator::emptyCache()
 {
+	trimTo(0);
+}
+
+void CachingAllocator::trimTo(size_t keep)
+{
 	std::lock_guard<std::mutex> lock(mutex_);
-	pollParked();
-	releaseCachedSegments();
+	pollParked(true);
+	releaseCachedSegments(keep);
 }
 
 CachingAllocator::Block *CachingAllocator::findLive(uint64_t addr) const

@@ -46,6 +46,16 @@
 //   (markPending()) has completed, so queued work never sees the block
 //   reused; the free itself does not wait. A request that finds no memory
 //   waits for the parked blocks (bounded) before it fails.
+// - Stream-ordered allocation (npurtMallocAsync/npurtFreeAsync): a block
+//   freed on a stream (deallocateOrdered) is parked behind a marker of that
+//   stream only, as the caller ordered every use of it before the free on
+//   that stream. Until the marker is done, it serves requests made on the
+//   same stream (stream order puts them after the free) and, when the pool
+//   follows event dependencies, on streams that waited for an event
+//   recorded on it after the free; once done, any request (the
+//   opportunistic policy; without it, only those streams and the cache
+//   trims). A parked block a request takes is split like a free one, the
+//   rest staying parked behind the same marker.
 //
 // Thread safety: every public method may be called from any thread. One
 // mutex serialises them all, including the calls into the backend and the
@@ -207,18 +217,26 @@ public:
 	// Waits until the work behind a marker has completed or deadlineNs
 	// (CLOCK_MONOTONIC) has passed; whether it completed.
 	virtual bool wait(uint64_t marker, int64_t deadlineNs) = 0;
+	// Whether work enqueued on `stream` from now on runs after the work
+	// behind `marker` (the stream waited for an event recorded after it).
+	virtual bool orderedAfter(StreamId stream, uint64_t marker)
+	{
+		(void)stream;
+		(void)marker;
+		return false;
+	}
 };
 
 // Freed blocks parked until the work behind their markers is done (both
 // pools): those done have their markers released and go to reuse(block),
 // the others stay, in order.
-template <typename Parked, typename Reuse>
-void reuseDoneParked(std::vector<Parked> &parked, StreamTracker &tracker, Reuse reuse)
+template <typename Parked, typename Reuse, typename Hold>
+void reuseDoneParked(std::vector<Parked> &parked, StreamTracker &tracker, Reuse reuse, Hold hold)
 {
 	auto keep = parked.begin();
 	DoneMemo memo;
 	for (auto &p : parked) {
-		bool done = true;
+		bool done = !hold(p);
 		for (uint64_t m : p.markers)
 			done = done && tracker.doneInPass(m, memo);
 		if (!done) {
@@ -308,6 +326,11 @@ public:
 	// with a message giving the figures.
 	npurtError_t allocate(size_t size, StreamId stream, uint64_t *addr,
 	                      AllocSite site = AllocSite{});
+	// A stream-ordered request (npurtMallocAsync) on `stream` (nonzero):
+	// blocks freed on it, or on streams it is ordered after, first (see
+	// the policy above), then the free blocks of stream 0's pool.
+	npurtError_t allocateOrdered(size_t size, StreamId stream, uint64_t *addr,
+	                             AllocSite site = AllocSite{});
 	// 0 is a no-op. An address that is not the start of a live allocation
 	// (unknown, already freed, or inside one) is npurtErrorInvalidValue
 	// with a message naming it.
@@ -317,8 +340,20 @@ public:
 	// has finished (PyTorch's recordStream). 0 is a no-op; an address
 	// outside every live allocation is npurtErrorInvalidValue.
 	npurtError_t recordStream(uint64_t addr, StreamId stream);
+	// Stream-ordered free (npurtFreeAsync): the allocation at addr is free
+	// as of the work enqueued so far on `stream` (see the policy above).
+	// Errors as deallocate().
+	npurtError_t deallocateOrdered(uint64_t addr, StreamId stream);
+	// The stream-ordered reuse policies (npurtMemPoolReuse*): whether a
+	// request on another stream takes a block freed on a stream it waited
+	// for, and one whose free has completed.
+	void setReusePolicy(bool followEvents, bool opportunistic);
 	// Returns every fully free segment to the backend.
 	void emptyCache();
+	// Returns fully free segments and idle pages, blocks freed on streams
+	// included once their work is done, until at most `keep` bytes stay
+	// reserved (npurtMemPoolTrimTo; emptyCache is trimTo(0)).
+	void trimTo(size_t keep);
 	AllocatorStats stats() const;
 	PoolSnapshot snapshot() const;
 	void resetPeakStats();
@@ -343,12 +378,18 @@ private:
 		bool operator()(const FreeKey &a, const Block *b) const;
 	};
 	using FreeSet = std::set<Block *, FreeOrder>;
-	// A freed block waiting for the work of other streams.
+	// A freed block waiting for the work of other streams. Freed on a
+	// stream (deallocateOrdered): that stream's id, whose requests may
+	// take it at once.
 	struct Parked {
 		Block *block;
 		std::vector<uint64_t> markers;
+		StreamId freedOn = 0;
 	};
 
+	// key: the free blocks' stream; orderedOn: a stream-ordered request's.
+	npurtError_t allocateIn(size_t size, StreamId key, StreamId orderedOn, uint64_t *addr,
+	                        AllocSite site);
 	// All of these are called with mutex_ held.
 	FreeSet &poolOf(const Block *b);
 	Block *findFree(bool small, StreamId stream, size_t size);
@@ -390,8 +431,16 @@ private:
 	void insertFree(Block *b);
 	void eraseFree(Block *b);
 	void freeBlock(Block *b);
-	void pollParked();
-	size_t releaseCachedSegments();
+	// Parked blocks whose work is done go back to their pool; blocks freed
+	// on a stream only under the opportunistic policy, or `all`.
+	void pollParked(bool all = false);
+	// A parked block a stream-ordered request on `stream` may take now
+	// (best fit), split to `rounded`; null if there is none.
+	Block *takeParked(StreamId stream, size_t rounded, bool small);
+	// Common part of deallocate and deallocateOrdered: the live block at
+	// addr taken out of live_ and its statistics, or an error.
+	npurtError_t unlive(uint64_t addr, const char *what, Block **out);
+	size_t releaseCachedSegments(size_t keep = 0);
 	Block *findLive(uint64_t addr) const;
 	std::string oomMessage(size_t size, size_t segmentSize, bool expandable);
 	void refreshConfig();
@@ -409,6 +458,8 @@ private:
 	uint64_t cfgGeneration_ = 0;
 	uint64_t freeTick_ = 0;  // orders frees, for garbage collection
 	size_t deviceBytes_ = 0;  // the device's memory, once asked
+	bool followEvents_ = true;  // the stream-ordered reuse policies
+	bool opportunistic_ = true;
 };
 
 }  // namespace npurt

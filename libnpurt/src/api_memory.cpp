@@ -12,6 +12,7 @@
 #include "context.h"
 #include "copy.h"
 #include "error.h"
+#include "mem_pool.h"
 #include "mem_usage.h"
 #include "npu_drm.h"
 #include "runtime.h"
@@ -194,6 +195,14 @@ npurtError_t npurtFree(void *devPtr)
 			                "host memory, or a bad pointer)");
 		uint64_t b2 = 0;
 		size_t s2 = 0;
+		if (npurt::MemPool *pool =
+		            npurt::findPoolMemory(*owner, addrOf(devPtr), &b2, &s2)) {
+			// npurtMemPoolCreate's memory: a safe free in its pool.
+			npurtError_t err = pool->allocator().deallocate(addrOf(devPtr));
+			if (!err)
+				npurt::memPoolFreed(pool);
+			return err;
+		}
 		if (!owner->pool().lookup(addrOf(devPtr), &b2, &s2))
 			return setError(
 			        npurtErrorInvalidValue,

@@ -11,6 +11,7 @@
 #include "copy.h"
 #include "error.h"
 #include "ipc.h"
+#include "mem_pool.h"
 #include "npu_drm.h"
 #include "runtime.h"
 #include "stream.h"
@@ -349,7 +350,10 @@ npurtError_t npurtStreamSynchronizeTimeout(npurtStream_t stream, int64_t timeout
 		Stream *s = nullptr;
 		if (npurtError_t err = npurt::resolveStream(stream, &s, "npurtStreamSynchronize"))
 			return err;
-		return s->synchronize(timeoutMs, "npurtStreamSynchronize");
+		npurtError_t err = s->synchronize(timeoutMs, "npurtStreamSynchronize");
+		if (!err)
+			npurt::trimMemPools(s->ctx());  // release thresholds
+		return err;
 	} catch (...) {
 		return npurt::errorFromException("npurtStreamSynchronize");
 	}
@@ -434,6 +438,7 @@ npurtError_t npurtDeviceSynchronizeTimeout(int64_t timeoutMs)
 		}
 		if (first)
 			return setError(first, npurtGetLastErrorMessage());
+		npurt::trimMemPools(*c);  // release thresholds
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException("npurtDeviceSynchronize");

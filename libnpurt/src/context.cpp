@@ -1,4 +1,6 @@
 #include "context.h"
+
+#include "mem_pool.h"
 #include "runtime.h"
 
 #include <fcntl.h>
@@ -149,8 +151,9 @@ Context::~Context()
 			releasePin(e.pin);
 		pins_.clear();
 	}
-	// The pool returns its segments through freeSegment() as it goes;
-	// release it first, then the IPC imports.
+	// The pools return their segments through freeSegment() as they go;
+	// release them first, then the IPC imports.
+	forgetContextInMemPools(*this);
 	pool_.emptyCache();
 	std::map<uint64_t, Range> imports;
 	{
@@ -385,7 +388,7 @@ bool Context::findSegment(uint64_t addr, uint64_t *base, uint64_t *size, uint32_
 
 bool Context::findDeviceRange(uint64_t addr, uint64_t *base, size_t *size)
 {
-	if (pool_.lookup(addr, base, size))
+	if (pool_.lookup(addr, base, size) || findPoolMemory(*this, addr, base, size))
 		return true;
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
@@ -757,19 +760,36 @@ void Context::streamEnded(Stream *s, const Point &last)
 
 uint64_t Context::mark(StreamId stream)
 {
-	auto *s = reinterpret_cast<Stream *>(stream);
 	std::lock_guard<std::mutex> lock(markMutex_);
 	// The stream's own lock is taken after streamMutex_ is released (a
 	// stream holding its lock takes streamMutex_ for timestamp slots). A
 	// stream being destroyed lives on until its destructor's
-	// streamEnded(), which waits for markMutex_.
+	// streamEnded(), which waits for markMutex_. A stream already gone
+	// has no work of its own left to order after: the marker is done.
 	const std::vector<Stream *> all = streams();
-	bool live = std::ranges::find(all, s) != all.end();
+	auto it = std::ranges::find_if(all, [stream](Stream *s) { return s->serial() == stream; });
 	Marker m;
-	if (uint64_t tasks = live ? s->pendingMark() : 0)
-		m = {s, tasks, nullptr, 0, nullptr};
+	m.serial = stream;
+	if (uint64_t tasks = it != all.end() ? (*it)->pendingMark() : 0) {
+		m.stream = *it;
+		m.tasks = tasks;
+	}
 	markers_[++nextMarker_] = std::move(m);
 	return nextMarker_;
+}
+
+bool Context::orderedAfter(StreamId stream, uint64_t marker)
+{
+	std::lock_guard<std::mutex> lock(markMutex_);
+	const Marker &m = markers_.at(marker);
+	if (!m.serial)
+		return false;
+	if (!m.tasks)
+		return true;  // nothing was left to run at the free
+	for (Stream *s : streams())
+		if (s->serial() == stream)
+			return s->orderedAfter(m.serial, m.tasks);
+	return false;
 }
 
 bool Context::waitQueuedWork(int64_t deadlineNs)
@@ -792,7 +812,7 @@ void Context::markPending(std::vector<uint64_t> *out)
 		uint64_t tasks = s->pendingMark();
 		if (!tasks)
 			continue;
-		markers_[++nextMarker_] = {s, tasks, nullptr, 0, nullptr};
+		markers_[++nextMarker_] = {s, tasks, 0, nullptr, 0, nullptr};
 		out->push_back(nextMarker_);
 	}
 	markAccessors(out);

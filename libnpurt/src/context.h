@@ -67,6 +67,10 @@ public:
 	int ordinal() const { return ordinal_; }
 	os::Device &node() { return node_; }
 	CachingAllocator &pool() { return pool_; }
+	// For the memory pools' allocators (mem_pool.cpp): segments from this
+	// context, reuse ordered by its streams.
+	SegmentBackend &segmentBackend() { return *this; }
+	StreamTracker &streamTracker() { return *this; }
 	HostPool &hostPool() { return hostPool_; }
 
 	// The device memory containing addr in this context (pool or IPC
@@ -211,8 +215,9 @@ public:
 private:
 	// StreamTracker: freed device memory is reused only after the work
 	// enqueued before the free, on every stream of the context, has
-	// completed (see CachingAllocator). StreamId is a Stream pointer.
+	// completed (see CachingAllocator). StreamId is a stream's serial().
 	uint64_t mark(StreamId stream) override;
+	bool orderedAfter(StreamId stream, uint64_t marker) override;
 	void markPending(std::vector<uint64_t> *out) override;
 	bool done(uint64_t marker) override;
 	bool doneInPass(uint64_t marker, DoneMemo &memo) override;
@@ -226,6 +231,8 @@ private:
 	struct Marker {
 		Stream *stream = nullptr;
 		uint64_t tasks = 0;
+		uint64_t serial = 0;  // mark()'s: the stream's serial
+
 		std::shared_ptr<Timeline> tl;
 		uint64_t point = 0;
 		std::shared_ptr<StreamLife> life;

@@ -146,11 +146,14 @@ bool HostPool::deallocate(void *ptr)
 
 void HostPool::pollParked()
 {
-	reuseDoneParked(parked_, tracker_, [this](PinnedBuffer *b) {
-		cached_.emplace(b->size, b);
-		stats_.parkedBlocks--;
-		stats_.cachedBlocks++;
-	});
+	reuseDoneParked(
+	        parked_, tracker_,
+	        [this](PinnedBuffer *b) {
+		        cached_.emplace(b->size, b);
+		        stats_.parkedBlocks--;
+		        stats_.cachedBlocks++;
+	        },
+	        [](const Parked &) { return false; });
 }
 
 void HostPool::waitParked()

@@ -531,8 +531,13 @@ int waitPoint(const Point &p, int64_t deadlineNs, bool spin)
 	return ret;
 }
 
+namespace {
+std::atomic<uint64_t> gStreamSerial{0};
+}  // namespace
+
 Stream::Stream(Context &ctx, unsigned flags, int priority, bool isDefault)
-    : ctx_(ctx), flags_(flags), priority_(priority), isDefault_(isDefault)
+    : ctx_(ctx), flags_(flags), priority_(priority), isDefault_(isDefault),
+      serial_(gStreamSerial.fetch_add(1, std::memory_order_relaxed) + 1)
 {
 	life_->stream = this;
 }
@@ -655,6 +660,30 @@ uint64_t Stream::pendingMark()
 	               deviceState() == DeviceState::Idle))
 		return 0;
 	return count;
+}
+
+uint64_t Stream::enqueuedTasks()
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return appended_ + deferredTasks_;
+}
+
+npurtError_t Stream::settleWaits(const char *api)
+{
+	std::scoped_lock lock(submitMutex_, mutex_);
+	// A failed stream runs nothing more: its tasks count as done.
+	return failed_ || waits_.empty() ? npurtSuccess : flushWaits(api);
+}
+
+bool Stream::orderedAfter(uint64_t serial, uint64_t tasks)
+{
+	if (serial == serial_)
+		return true;
+	std::lock_guard<std::mutex> lock(mutex_);
+	for (const auto &[s, t] : waitedFor_)
+		if (s == serial)
+			return t >= tasks;
+	return false;
 }
 
 bool Stream::tasksDone(uint64_t count, bool block)
@@ -1492,6 +1521,7 @@ npurtError_t Stream::record(Event &ev, const char *api)
 	if (failed_)
 		return setError(failed_, std::string(api) + ": " + failMessage_);
 	ev.setPending(this);
+	ev.setOrder(serial_, appended_ + deferredTasks_);
 	auto doRecord = [this, &ev, api]() -> npurtError_t {
 		// With mutex_ held. A record that cannot be submitted still
 		// stands for the work before it: a record deferred behind a
@@ -1545,6 +1575,24 @@ npurtError_t Stream::record(Event &ev, const char *api)
 
 npurtError_t Stream::wait(Event &ev, const char *api)
 {
+	// What the wait orders this stream after, for the memory pools (noted
+	// before the wait is in place: a pool reads it only for requests
+	// enqueued after this call returns).
+	uint64_t srcSerial = 0, srcTasks = 0;
+	ev.order(&srcSerial, &srcTasks);
+	if (srcSerial && srcSerial != serial_) {
+		std::lock_guard<std::mutex> lock(mutex_);
+		auto it = std::ranges::find_if(
+		        waitedFor_, [srcSerial](const auto &w) { return w.first == srcSerial; });
+		if (it == waitedFor_.end()) {
+			// Forgetting a dependency only delays reuse: bounded.
+			if (waitedFor_.size() >= kWaitedForMax)
+				waitedFor_.erase(waitedFor_.begin());
+			waitedFor_.emplace_back(srcSerial, srcTasks);
+		} else {
+			it->second = std::max(it->second, srcTasks);
+		}
+	}
 	if (std::shared_ptr<RecordTicket> t = ev.pendingRecord()) {
 		// The record is queued behind a host function on its stream: the
 		// caller does not wait for it (CUDA's never does). Later work
@@ -1678,6 +1726,20 @@ std::shared_ptr<RecordTicket> Event::pendingRecord()
 {
 	std::lock_guard<std::mutex> lock(mutex_);
 	return pending_ ? ticket_ : nullptr;
+}
+
+void Event::setOrder(uint64_t serial, uint64_t tasks)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	orderSerial_ = serial;
+	orderTasks_ = tasks;
+}
+
+void Event::order(uint64_t *serial, uint64_t *tasks)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	*serial = orderSerial_;
+	*tasks = orderTasks_;
 }
 
 uint64_t Event::slotFor(Context &ctx)

@@ -136,6 +136,9 @@ public:
 	Stream &operator=(const Stream &) = delete;
 
 	Context &ctx() { return ctx_; }
+	// A number no other stream of the process ever has (the pools'
+	// StreamId: a pointer may be reused by the next stream).
+	uint64_t serial() const { return serial_; }
 	unsigned flags() const { return flags_; }
 	int priority() const { return priority_; }
 	bool isDefault() const { return isDefault_; }
@@ -209,6 +212,18 @@ public:
 	const std::shared_ptr<StreamLife> &life() const { return life_; }
 	bool tasksDone(uint64_t count, bool block = true);
 	bool waitTasks(uint64_t count, int64_t deadlineNs);
+	// Stream-ordered reuse across streams: the tasks enqueued so far
+	// (pendingMark's count, also when done), and whether work enqueued
+	// here from now on runs after the first `tasks` tasks of the stream
+	// `serial`, because this stream waited for an event recorded after
+	// them (directly; dependencies through a third stream are not
+	// followed).
+	uint64_t enqueuedTasks();
+	bool orderedAfter(uint64_t serial, uint64_t tasks);
+	// Event waits not yet carried by a job become one (a NOP task), so
+	// that the stream's task count covers them: a stream-ordered free
+	// is complete only after what the stream waited for.
+	npurtError_t settleWaits(const char *api);
 
 	// The point of the stream's last submitted work (its batch submitted
 	// first) while that work runs; empty when it is done or failed.
@@ -336,6 +351,7 @@ private:
 	int priority_;
 	bool isDefault_;
 	bool perThread_ = false;
+	const uint64_t serial_;
 
 	// Held while a job is submitted, so points are handed out in order
 	// (taken before mutex_). Enqueuing onto a batch needs only mutex_.
@@ -387,6 +403,9 @@ private:
 	std::atomic<uint64_t> seenOther_{0};
 	npurtError_t failed_ = npurtSuccess;
 	std::string failMessage_;
+	// Streams this one waited for: serial -> tasks (see orderedAfter).
+	static constexpr size_t kWaitedForMax = 64;
+	std::vector<std::pair<uint64_t, uint64_t>> waitedFor_;
 
 	// Deferred actions (after a host function), run by worker_ in order.
 	std::deque<std::function<void()>> deferred_;
@@ -429,6 +448,10 @@ public:
 	uint64_t slotFor(Context &ctx);
 	// The ticket of a record still deferred, else null.
 	std::shared_ptr<RecordTicket> pendingRecord();
+	// The stream of the last record (its serial) and the tasks enqueued
+	// on it by then; 0s if none. For stream-ordered memory reuse.
+	void setOrder(uint64_t serial, uint64_t tasks);
+	void order(uint64_t *serial, uint64_t *tasks);
 
 	npurtError_t query(const char *api);
 	npurtError_t synchronize(int64_t timeoutMs, const char *api);
@@ -460,6 +483,7 @@ private:
 	Context *slotCtx_ = nullptr;
 	uint64_t slot_ = 0;  // timing: where the device writes the timestamp
 	std::shared_ptr<RecordTicket> ticket_;  // while pending_
+	uint64_t orderSerial_ = 0, orderTasks_ = 0;
 	// Interprocess: the fence syncobj (a Timeline without a queue) and its
 	// export; set before the event is shared, then read-only.
 	std::shared_ptr<Timeline> ipc_;

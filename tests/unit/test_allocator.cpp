@@ -222,6 +222,18 @@ public:
 			m.done = true;
 		return autoComplete || m.done;
 	}
+	// Stream-ordered reuse: (waiter, freeing stream) pairs where the
+	// waiter waited for an event recorded after every marker taken so far.
+	bool orderedAfter(StreamId stream, uint64_t marker) override
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		const Marker &m = markers_.at(marker);
+		for (const auto &[w, f] : ordered)
+			if (w == stream && f == m.stream)
+				return true;
+		return false;
+	}
+	std::vector<std::pair<StreamId, StreamId>> ordered;
 	std::vector<StreamId> pending;
 	bool completeOnWait = false;
 	int waits = 0;
@@ -1233,4 +1245,131 @@ TEST(DoneMemo, RemembersTheFewestTasksNotDonePerStream)
 		memo.noteNotDone(&s, 1);
 	EXPECT_TRUE(memo.notDone(&a, 4));
 	EXPECT_FALSE(memo.notDone(&many[15], 1));
+}
+
+// Stream-ordered allocation (npurtMallocAsync / npurtFreeAsync).
+namespace {
+
+uint64_t allocOn(CachingAllocator &a, size_t size, StreamId stream)
+{
+	uint64_t addr = 0;
+	EXPECT_EQ(a.allocateOrdered(size, stream, &addr), npurtSuccess)
+	        << npurtGetLastErrorMessage();
+	EXPECT_NE(addr, 0u);
+	return addr;
+}
+
+}  // namespace
+
+TEST_F(Allocator, OrderedFreeIsReusedAtOnceOnItsStreamOnly)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = allocOn(a, 4096, 1);
+	EXPECT_EQ(a.deallocateOrdered(x, 1), npurtSuccess);
+	EXPECT_EQ(tr.marked(1), 1u);
+	EXPECT_EQ(tr.waits, 0) << "a stream-ordered free never waits";
+	// Stream 2 is not ordered after the free: not the same memory.
+	uint64_t y = allocOn(a, 4096, 2);
+	EXPECT_NE(y, x);
+	// Stream 1 is: the same block, though the device has not run the free.
+	EXPECT_EQ(allocOn(a, 4096, 1), x);
+	EXPECT_EQ(tr.unreleased(), 0u) << "the marker goes with the block";
+	EXPECT_EQ(a.stats().activeBlocks.current, 2u);
+}
+
+TEST_F(Allocator, OrderedFreeFollowsEventDependencies)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = allocOn(a, 1 * MiB, 1);
+	EXPECT_EQ(a.deallocateOrdered(x, 1), npurtSuccess);
+	tr.ordered = {{2, 1}};  // stream 2 waited for an event of stream 1
+	EXPECT_EQ(allocOn(a, 1 * MiB, 2), x);
+	uint64_t z = allocOn(a, 1 * MiB, 3);
+	EXPECT_NE(z, x);
+
+	// With the policy off, only the freeing stream reuses it early.
+	a.setReusePolicy(false, true);
+	EXPECT_EQ(a.deallocateOrdered(z, 3), npurtSuccess);
+	tr.ordered = {{2, 3}};
+	EXPECT_NE(allocOn(a, 1 * MiB, 2), z);
+	EXPECT_EQ(allocOn(a, 1 * MiB, 3), z);
+}
+
+TEST_F(Allocator, OrderedFreeGoesToEveryStreamOnceDoneUnlessNotOpportunistic)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = allocOn(a, 4096, 1);
+	EXPECT_EQ(a.deallocateOrdered(x, 1), npurtSuccess);
+	tr.complete(1);
+	EXPECT_EQ(allocOn(a, 4096, 2), x) << "the free completed: anyone";
+
+	a.setReusePolicy(true, false);
+	uint64_t y = allocOn(a, 4096, 1);
+	EXPECT_EQ(a.deallocateOrdered(y, 1), npurtSuccess);
+	tr.complete(1);
+	EXPECT_NE(allocOn(a, 4096, 2), y) << "not opportunistic: only stream 1";
+	EXPECT_EQ(allocOn(a, 4096, 1), y);
+}
+
+TEST_F(Allocator, OrderedFreeSplitsAParkedBlockAndKeepsTheRestParked)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = allocOn(a, 1 * MiB, 1);
+	EXPECT_EQ(a.deallocateOrdered(x, 1), npurtSuccess);
+	// A smaller request on stream 1 takes the front; the rest stays
+	// parked behind the free's marker: stream 2 may not have it.
+	EXPECT_EQ(allocOn(a, 4096, 1), x);
+	EXPECT_EQ(allocOn(a, 4096, 1), x + 4096);
+	uint64_t other = allocOn(a, 4096, 2);
+	EXPECT_TRUE(other < x || other >= x + 1 * MiB) << "stream 2 took parked memory";
+	EXPECT_EQ(a.stats().activeBlocks.current, 4u);  // 3 live, the rest parked
+	// Nothing of the segment goes back while its free is pending.
+	a.emptyCache();
+	EXPECT_TRUE(be.frees.empty());
+	tr.complete(1);
+	a.trimTo(0);
+	EXPECT_TRUE(be.frees.empty()) << "live blocks hold the segment";
+	EXPECT_EQ(tr.unreleased(), 0u);
+}
+
+TEST_F(Allocator, TrimToKeepsTheAskedBytes)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	std::vector<uint64_t> xs;
+	for (int i = 0; i < 4; i++)
+		xs.push_back(allocOn(a, 20 * MiB, 1));
+	for (uint64_t x : xs)
+		EXPECT_EQ(a.deallocateOrdered(x, 1), npurtSuccess);
+	EXPECT_EQ(a.stats().reservedBytes.current, 80 * MiB);
+	a.trimTo(0);
+	EXPECT_EQ(a.stats().reservedBytes.current, 80 * MiB) << "frees still queued";
+	tr.complete(1);
+	a.trimTo(50 * MiB);
+	EXPECT_EQ(a.stats().reservedBytes.current, 40 * MiB);
+	a.trimTo(0);
+	EXPECT_EQ(a.stats().reservedBytes.current, 0u);
+}
+
+TEST_F(Allocator, OrderedFreeOfABadAddressSaysWhy)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = allocOn(a, 8192, 1);
+	EXPECT_EQ(a.deallocateOrdered(x + 512, 1), npurtErrorInvalidValue);
+	EXPECT_NE(std::string(npurtGetLastErrorMessage()).find("not its start"), std::string::npos);
+	EXPECT_EQ(a.deallocateOrdered(x, 1), npurtSuccess);
+	EXPECT_EQ(a.deallocateOrdered(x, 1), npurtErrorInvalidValue);
+	EXPECT_NE(std::string(npurtGetLastErrorMessage()).find("already freed"), std::string::npos);
+	EXPECT_EQ(a.deallocateOrdered(0, 1), npurtSuccess);
 }

@@ -634,6 +634,79 @@ typedef struct npurtEvent_st *npurtEvent_t;
 #define npurtStreamLegacy ((npurtStream_t)0x1)
 #define npurtStreamPerThread ((npurtStream_t)0x2)
 
+/*
+ * Stream-ordered memory (CUDA's cudaMallocAsync family).
+ *
+ * npurtMallocAsync allocates from the current pool of the stream's device
+ * (npurtDeviceGetMemPool: the default pool unless npurtDeviceSetMemPool
+ * chose another; a stream of a context made with npurtCtxCreate uses that
+ * context's default pool). The memory may be used by work enqueued after the
+ * call on that stream, or on streams ordered after it. npurtFreeAsync frees
+ * in stream order: every use must be ordered before it on that stream, as in
+ * CUDA. Neither waits for the device; both are npurtErrorNotReady-free
+ * (host-side bookkeeping only).
+ *
+ * Reuse: memory freed on a stream serves later requests on that stream at
+ * once; a request on another stream takes it when that stream waited for an
+ * event recorded on the freeing stream after the free
+ * (npurtMemPoolReuseFollowEventDependencies, direct waits only), or once the
+ * free has completed on the device (npurtMemPoolReuseAllowOpportunistic);
+ * never earlier. The runtime does not insert dependencies of its own
+ * (npurtMemPoolReuseAllowInternalDependencies reads 0; setting 1 is
+ * npurtErrorNotSupported).
+ *
+ * A context's default pool is also its npurtMalloc pool (one cache, the
+ * statistics of npurtMemGetStats); its release threshold starts at
+ * UINT64_MAX, so it keeps its cache as PyTorch's allocator does. A pool made
+ * by npurtMemPoolCreate belongs to the device's primary context, is charged
+ * like npurtMalloc memory (the per-process limit), is capped at maxSize
+ * (0: no cap; over it, npurtErrorMemoryAllocation naming the cap) and starts
+ * with release threshold 0, as CUDA's: at npurtStreamSynchronize and
+ * npurtDeviceSynchronize the context's pools give back the cached memory
+ * above their thresholds (npurtEventSynchronize does not trim here). npurtFree frees memory of any
+ * pool. npurtMemPoolDestroy of a pool with allocations left returns at once; the memory stays valid
+ * and the pool goes after the last is freed (CUDA's rule). Thread-safe; a pool may be used from any
+ * thread and stream of its context.
+ */
+typedef struct npurtMemPool_st *npurtMemPool_t;
+
+typedef enum npurtMemPoolAttr {
+	npurtMemPoolReuseFollowEventDependencies = 1, /* int 0/1, default 1 */
+	npurtMemPoolReuseAllowOpportunistic = 2, /* int 0/1, default 1 */
+	npurtMemPoolReuseAllowInternalDependencies = 3, /* int, 0 only */
+	npurtMemPoolAttrReleaseThreshold = 4, /* uint64_t bytes */
+	npurtMemPoolAttrReservedMemCurrent = 5, /* uint64_t, read-only */
+	npurtMemPoolAttrReservedMemHigh = 6, /* uint64_t; set 0 to reset */
+	npurtMemPoolAttrUsedMemCurrent = 7, /* uint64_t, read-only */
+	npurtMemPoolAttrUsedMemHigh = 8 /* uint64_t; set 0 to reset */
+} npurtMemPoolAttr;
+
+typedef struct npurtMemPoolProps {
+	npurtMemAllocationType allocType; /* npurtMemAllocationTypePinned */
+	npurtMemAllocationHandleType handleTypes; /* npurtMemHandleTypeNone */
+	npurtMemLocation location; /* npurtMemLocationTypeDevice, its ordinal */
+	void *win32SecurityAttributes; /* NULL */
+	size_t maxSize; /* 0: no cap */
+	unsigned short usage; /* 0 */
+	unsigned char reserved[54]; /* zero */
+} npurtMemPoolProps;
+
+NPURT_API npurtError_t npurtMallocAsync(void **devPtr, size_t size, npurtStream_t stream);
+NPURT_API npurtError_t npurtFreeAsync(void *devPtr, npurtStream_t stream);
+NPURT_API npurtError_t npurtMallocFromPoolAsync(void **ptr, size_t size, npurtMemPool_t memPool,
+                                                npurtStream_t stream);
+NPURT_API npurtError_t npurtMemPoolCreate(npurtMemPool_t *memPool, const npurtMemPoolProps *props);
+NPURT_API npurtError_t npurtMemPoolDestroy(npurtMemPool_t memPool);
+NPURT_API npurtError_t npurtDeviceGetDefaultMemPool(npurtMemPool_t *memPool, int device);
+NPURT_API npurtError_t npurtDeviceGetMemPool(npurtMemPool_t *memPool, int device);
+NPURT_API npurtError_t npurtDeviceSetMemPool(int device, npurtMemPool_t memPool);
+NPURT_API npurtError_t npurtMemPoolSetAttribute(npurtMemPool_t memPool, npurtMemPoolAttr attr,
+                                                void *value);
+NPURT_API npurtError_t npurtMemPoolGetAttribute(npurtMemPool_t memPool, npurtMemPoolAttr attr,
+                                                void *value);
+/* Gives back cached memory until at most minBytesToKeep stay reserved. */
+NPURT_API npurtError_t npurtMemPoolTrimTo(npurtMemPool_t memPool, size_t minBytesToKeep);
+
 #define npurtStreamDefault 0x00
 /* Without npurtStreamNonBlocking a stream is blocking, as in CUDA: work on
  * the default (NULL) stream waits for the work enqueued before it on every
@@ -988,6 +1061,10 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 	npurtMemcpy2DAsync(d, dp, s, sp, w, h, k, npurtPerThreadStream_(st))
 #define npurtMemcpyStridedAsync(d, ds, s, ss, sz, nd, es, k, st) \
 	npurtMemcpyStridedAsync(d, ds, s, ss, sz, nd, es, k, npurtPerThreadStream_(st))
+#define npurtMallocAsync(p, n, st) npurtMallocAsync(p, n, npurtPerThreadStream_(st))
+#define npurtFreeAsync(p, st) npurtFreeAsync(p, npurtPerThreadStream_(st))
+#define npurtMallocFromPoolAsync(p, n, mp, st) \
+	npurtMallocFromPoolAsync(p, n, mp, npurtPerThreadStream_(st))
 #define npurtStreamQuery(st) npurtStreamQuery(npurtPerThreadStream_(st))
 #define npurtStreamSynchronize(st) npurtStreamSynchronize(npurtPerThreadStream_(st))
 #define npurtStreamSynchronizeTimeout(st, ms) \

@@ -1,0 +1,290 @@
+// C API: stream-ordered allocation and memory pools (npurtMallocAsync,
+// npurtFreeAsync, npurtMemPool*). Checks the arguments and finds the pool;
+// mem_pool.cpp and the caching allocator do the rest.
+#include <string>
+
+#include "context.h"
+#include "error.h"
+#include "mem_pool.h"
+#include "mem_usage.h"
+#include "runtime.h"
+#include "stream.h"
+
+using npurt::Context;
+using npurt::hexAddr;
+using npurt::MemPool;
+using npurt::nullArgument;
+using npurt::Runtime;
+using npurt::setError;
+using npurt::Stream;
+
+namespace {
+
+uint64_t addrOf(const void *p)
+{
+	return reinterpret_cast<uint64_t>(p);
+}
+
+npurtError_t mallocOn(const char *api, void **ptr, size_t size, MemPool *pool, Stream &s,
+                      void *returnAddress)
+{
+	if (&pool->ctx() != &s.ctx())
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": the pool is of NPU " +
+		                        std::to_string(pool->device()) +
+		                        "'s primary context and the stream of another context "
+		                        "(NPU " +
+		                        std::to_string(s.ctx().ordinal()) +
+		                        "): use a stream of the pool's context");
+	npurt::CallSite cs = npurt::peekCallSite(returnAddress);
+	uint64_t addr = 0;
+	npurtError_t err = pool->allocator().allocateOrdered(
+	        size, s.serial(), &addr, {cs.text ? cs.text->c_str() : nullptr, cs.returnAddress});
+	if (err == npurtErrorMemoryAllocation)
+		npurt::notifyOutOfMemory(s.ctx().ordinal(), size);
+	if (err)
+		return err;
+	*ptr = reinterpret_cast<void *>(addr);
+	return npurtSuccess;
+}
+
+npurtError_t primaryOf(int device, Context **ctx, const char *api)
+{
+	return Runtime::instance().primaryContext(device, ctx, api);
+}
+
+}  // namespace
+
+npurtError_t npurtMallocAsync(void **devPtr, size_t size, npurtStream_t stream)
+{
+	const char *api = "npurtMallocAsync";
+	try {
+		if (!devPtr)
+			return nullArgument(api, "devPtr");
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+			return err;
+		return mallocOn(api, devPtr, size, npurt::currentMemPool(s->ctx()), *s,
+		                __builtin_return_address(0));
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtMallocFromPoolAsync(void **ptr, size_t size, npurtMemPool_t memPool,
+                                      npurtStream_t stream)
+{
+	const char *api = "npurtMallocFromPoolAsync";
+	try {
+		if (!ptr)
+			return nullArgument(api, "ptr");
+		MemPool *pool = nullptr;
+		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
+			return err;
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+			return err;
+		return mallocOn(api, ptr, size, pool, *s, __builtin_return_address(0));
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtFreeAsync(void *devPtr, npurtStream_t stream)
+{
+	const char *api = "npurtFreeAsync";
+	try {
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+			return err;
+		if (!devPtr)
+			return npurtSuccess;
+		Context &ctx = s->ctx();
+		const uint64_t addr = addrOf(devPtr);
+		uint64_t base = 0;
+		size_t size = 0;
+		MemPool *pool = nullptr;
+		npurt::CachingAllocator *alloc = nullptr;
+		if (ctx.pool().lookup(addr, &base, &size))
+			alloc = &ctx.pool();
+		else if ((pool = npurt::findPoolMemory(ctx, addr, &base, &size)))
+			alloc = &pool->allocator();
+		if (!alloc) {
+			Context *owner =
+			        Runtime::instance().findDeviceMemory(addr, &ctx, &base, &size);
+			std::string why =
+			        owner && owner != &ctx
+			                ? " is memory of another context (NPU " +
+			                          std::to_string(owner->ordinal()) +
+			                          "): free it on a stream of that context, or with "
+			                          "npurtFree"
+			                : " is not memory from npurtMallocAsync or npurtMalloc "
+			                  "(freed "
+			                  "already, mapped, opened by IPC, host memory, or a bad "
+			                  "pointer)";
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": " + hexAddr(addr) + why);
+		}
+		if (base != addr)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": " + hexAddr(addr) +
+			                        " is inside the allocation at " + hexAddr(base) +
+			                        ", not its start");
+		// The free completes after what the stream waited for.
+		if (npurtError_t err = s->settleWaits(api))
+			return err;
+		if (npurtError_t err = alloc->deallocateOrdered(addr, s->serial()))
+			return err;
+		if (pool)
+			npurt::memPoolFreed(pool);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtMemPoolCreate(npurtMemPool_t *memPool, const npurtMemPoolProps *props)
+{
+	const char *api = "npurtMemPoolCreate";
+	try {
+		if (!memPool)
+			return nullArgument(api, "memPool");
+		if (!props)
+			return nullArgument(api, "props");
+		auto bad = [api](const std::string &what) {
+			return setError(npurtErrorInvalidValue, std::string(api) + ": " + what);
+		};
+		if (props->allocType != npurtMemAllocationTypePinned)
+			return bad("allocType " +
+			           std::to_string(static_cast<int>(props->allocType)) +
+			           " (only npurtMemAllocationTypePinned)");
+		if (props->handleTypes != npurtMemHandleTypeNone)
+			return bad("handleTypes " +
+			           std::to_string(static_cast<int>(props->handleTypes)) +
+			           " (shareable pools are not supported: npurtMemHandleTypeNone)");
+		if (props->location.type != npurtMemLocationTypeDevice)
+			return bad("location type " +
+			           std::to_string(static_cast<int>(props->location.type)) +
+			           " (only npurtMemLocationTypeDevice)");
+		if (props->win32SecurityAttributes || props->usage)
+			return bad("win32SecurityAttributes and usage must be 0");
+		for (unsigned char r : props->reserved)
+			if (r)
+				return bad("reserved bytes must be zero");
+		Context *primary = nullptr;
+		if (npurtError_t err = primaryOf(props->location.id, &primary, api))
+			return err;
+		MemPool *pool = nullptr;
+		if (npurtError_t err = npurt::createMemPool(*primary, props->maxSize, &pool))
+			return err;
+		*memPool = pool;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtMemPoolDestroy(npurtMemPool_t memPool)
+{
+	const char *api = "npurtMemPoolDestroy";
+	try {
+		MemPool *pool = nullptr;
+		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
+			return err;
+		return npurt::destroyMemPool(pool, api);
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtDeviceGetDefaultMemPool(npurtMemPool_t *memPool, int device)
+{
+	const char *api = "npurtDeviceGetDefaultMemPool";
+	try {
+		if (!memPool)
+			return nullArgument(api, "memPool");
+		Context *primary = nullptr;
+		if (npurtError_t err = primaryOf(device, &primary, api))
+			return err;
+		*memPool = npurt::defaultMemPool(*primary);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtDeviceGetMemPool(npurtMemPool_t *memPool, int device)
+{
+	const char *api = "npurtDeviceGetMemPool";
+	try {
+		if (!memPool)
+			return nullArgument(api, "memPool");
+		Context *primary = nullptr;
+		if (npurtError_t err = primaryOf(device, &primary, api))
+			return err;
+		*memPool = npurt::currentMemPool(*primary);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtDeviceSetMemPool(int device, npurtMemPool_t memPool)
+{
+	const char *api = "npurtDeviceSetMemPool";
+	try {
+		Context *primary = nullptr;
+		if (npurtError_t err = primaryOf(device, &primary, api))
+			return err;
+		MemPool *pool = nullptr;
+		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
+			return err;
+		return npurt::setCurrentMemPool(device, pool, api);
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtMemPoolSetAttribute(npurtMemPool_t memPool, npurtMemPoolAttr attr, void *value)
+{
+	const char *api = "npurtMemPoolSetAttribute";
+	try {
+		MemPool *pool = nullptr;
+		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
+			return err;
+		if (!value)
+			return nullArgument(api, "value");
+		return pool->setAttribute(attr, value, api);
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtMemPoolGetAttribute(npurtMemPool_t memPool, npurtMemPoolAttr attr, void *value)
+{
+	const char *api = "npurtMemPoolGetAttribute";
+	try {
+		MemPool *pool = nullptr;
+		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
+			return err;
+		if (!value)
+			return nullArgument(api, "value");
+		return pool->getAttribute(attr, value, api);
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtMemPoolTrimTo(npurtMemPool_t memPool, size_t minBytesToKeep)
+{
+	const char *api = "npurtMemPoolTrimTo";
+	try {
+		MemPool *pool = nullptr;
+		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
+			return err;
+		pool->allocator().trimTo(minBytesToKeep);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}

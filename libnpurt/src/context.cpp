@@ -770,9 +770,12 @@ uint64_t Context::mark(StreamId stream)
 	auto it = std::ranges::find_if(all, [stream](Stream *s) { return s->serial() == stream; });
 	Marker m;
 	m.serial = stream;
-	if (uint64_t tasks = it != all.end() ? (*it)->pendingMark() : 0) {
-		m.stream = *it;
-		m.tasks = tasks;
+	if (it != all.end()) {
+		m.order = (*it)->enqueuedTasks();
+		if (uint64_t tasks = (*it)->pendingMark()) {
+			m.stream = *it;
+			m.tasks = tasks;
+		}
 	}
 	markers_[++nextMarker_] = std::move(m);
 	return nextMarker_;
@@ -784,11 +787,9 @@ bool Context::orderedAfter(StreamId stream, uint64_t marker)
 	const Marker &m = markers_.at(marker);
 	if (!m.serial)
 		return false;
-	if (!m.tasks)
-		return true;  // nothing was left to run at the free
 	for (Stream *s : streams())
 		if (s->serial() == stream)
-			return s->orderedAfter(m.serial, m.tasks);
+			return s->orderedAfter(m.serial, m.order);
 	return false;
 }
 
@@ -812,7 +813,7 @@ void Context::markPending(std::vector<uint64_t> *out)
 		uint64_t tasks = s->pendingMark();
 		if (!tasks)
 			continue;
-		markers_[++nextMarker_] = {s, tasks, 0, nullptr, 0, nullptr};
+		markers_[++nextMarker_] = {s, tasks, 0, 0, nullptr, 0, nullptr};
 		out->push_back(nextMarker_);
 	}
 	markAccessors(out);

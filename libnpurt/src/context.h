@@ -231,7 +231,10 @@ private:
 	struct Marker {
 		Stream *stream = nullptr;
 		uint64_t tasks = 0;
-		uint64_t serial = 0;  // mark()'s: the stream's serial
+		// mark()'s: the stream's serial and its tasks enqueued by then
+		// (also when they are done), for Stream::orderedAfter.
+		uint64_t serial = 0;
+		uint64_t order = 0;
 
 		std::shared_ptr<Timeline> tl;
 		uint64_t point = 0;

@@ -217,7 +217,7 @@ void Context::markAccessors(std::vector<uint64_t> *out)
 	for (Context *a : accessors_) {
 		a->forEachStream([&](Stream *s) {
 			if (uint64_t tasks = s->pendingMark()) {
-				markers_[++nextMarker_] = {nullptr, tasks, 0,
+				markers_[++nextMarker_] = {nullptr, tasks, 0,        0,
 				                           nullptr, 0,     s->life()};
 				out->push_back(nextMarker_);
 			}

@@ -125,7 +125,8 @@ fi
 # lane's core: their megabyte ops are slow there).
 if [ "$suites" = all ]; then
 	for p in deviceQuery bandwidthTest asyncAPI simpleStreams simpleMultiCopy \
-		simpleCallback simpleIPC simpleZeroCopy simpleMultiGPU simpleStreamPriorities simpleP2P; do
+		simpleCallback simpleIPC simpleZeroCopy simpleMultiGPU simpleStreamPriorities simpleP2P \
+		streamOrderedAllocation; do
 		run "compat_$p" cmd "$bin/compat_$p"
 	done
 fi

@@ -167,6 +167,7 @@ npurtError_t Runtime::discover()
 		p.kernelExecTimeoutEnabled = 1;
 		p.streamPrioritiesSupported = 1;
 		p.hostRegisterSupported = 1;
+		p.memoryPoolsSupported = 1;  // npurtMallocAsync, npurtMemPool*
 		devices.push_back(
 		        {info.device_index, std::make_unique<Device>(std::move(node), p)});
 	}

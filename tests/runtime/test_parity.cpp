@@ -68,7 +68,7 @@ TEST_F(Parity, DeviceAttributesMatchTheProperties)
 	        {npurtDevAttrStreamPrioritiesSupported, 1},
 	        {npurtDevAttrHostRegisterSupported, 1},
 	        {npurtDevAttrManagedMemory, 0},
-	        {npurtDevAttrMemoryPoolsSupported, 0},
+	        {npurtDevAttrMemoryPoolsSupported, 1},
 	};
 	for (const auto &a : attrs) {
 		int v = -7;

@@ -97,7 +97,7 @@ typedef struct npurtDeviceProp {
 	int ECCEnabled; /* 0 */
 	int managedMemory; /* 0: no managed memory */
 	int isMultiGpuBoard; /* 0 */
-	int memoryPoolsSupported; /* 0: no stream-ordered allocation yet */
+	int memoryPoolsSupported; /* 1: npurtMallocAsync and memory pools */
 	int hostRegisterSupported; /* 1 */
 	/* The driver's debugfs folder for this NPU (counters, fault injection),
 	 * "" when this process cannot see it (debugfs not mounted, not root). */

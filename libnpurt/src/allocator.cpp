@@ -194,11 +194,8 @@ npurtError_t CachingAllocator::newSegment(size_t size, size_t segmentSize, bool 
                                           StreamId stream, Block **out, bool final)
 {
 	uint64_t base = 0;
-	npurtError_t err = backend_.allocSegment(segmentSize, &base);
-	if (err == npurtErrorMemoryAllocation && releaseCachedSegments() > 0) {
-		stats_.cacheFlushRetries++;
-		err = backend_.allocSegment(segmentSize, &base);
-	}
+	npurtError_t err =
+	        withCacheRetry([&] { return backend_.allocSegment(segmentSize, &base); });
 	if (err == npurtErrorMemoryAllocation) {
 		if (!final)
 			return err;
@@ -258,11 +255,7 @@ npurtError_t CachingAllocator::newExpSegment(size_t size, size_t rounded, bool s
 	                           : std::max(roundUp(deviceBytes_ / 4, kPageSize), kLargeSegment);
 	const size_t vsize = std::max(roundUp(rounded, kPageSize), chunk);
 	uint64_t base = 0;
-	npurtError_t err = backend_.reserveRange(vsize, &base);
-	if (err == npurtErrorMemoryAllocation && releaseCachedSegments() > 0) {
-		stats_.cacheFlushRetries++;
-		err = backend_.reserveRange(vsize, &base);
-	}
+	npurtError_t err = withCacheRetry([&] { return backend_.reserveRange(vsize, &base); });
 	if (err == npurtErrorMemoryAllocation) {
 		stats_.ooms++;
 		return setError(err, "out of device address space: tried to allocate " +
@@ -340,11 +333,8 @@ npurtError_t CachingAllocator::mapBlock(Block *b, size_t size, bool final)
 		if (seg.mapped[p])
 			continue;
 		const uint64_t addr = seg.base + p * kPageSize;
-		npurtError_t err = backend_.mapPage(addr, kPageSize);
-		if (err == npurtErrorMemoryAllocation && releaseCachedSegments() > 0) {
-			stats_.cacheFlushRetries++;
-			err = backend_.mapPage(addr, kPageSize);
-		}
+		npurtError_t err =
+		        withCacheRetry([&] { return backend_.mapPage(addr, kPageSize); });
 		if (err == npurtErrorMemoryAllocation) {
 			if (!final)
 				return err;

@@ -441,6 +441,17 @@ private:
 	// addr taken out of live_ and its statistics, or an error.
 	npurtError_t unlive(uint64_t addr, const char *what, Block **out);
 	size_t releaseCachedSegments(size_t keep = 0);
+	// get() from the backend, again once after the cache went back when
+	// the device was full.
+	template <typename Get> npurtError_t withCacheRetry(Get get)
+	{
+		npurtError_t err = get();
+		if (err == npurtErrorMemoryAllocation && releaseCachedSegments() > 0) {
+			stats_.cacheFlushRetries++;
+			err = get();
+		}
+		return err;
+	}
 	Block *findLive(uint64_t addr) const;
 	std::string oomMessage(size_t size, size_t segmentSize, bool expandable);
 	void refreshConfig();

@@ -197,36 +197,35 @@ npurtError_t npurtMemPoolDestroy(npurtMemPool_t memPool)
 	}
 }
 
-npurtError_t npurtDeviceGetDefaultMemPool(npurtMemPool_t *memPool, int device)
+namespace {
+
+// The device's default or current pool (pick), for the two getters.
+npurtError_t devicePool(const char *api, npurtMemPool_t *memPool, int device,
+                        MemPool *(*pick)(Context &))
 {
-	const char *api = "npurtDeviceGetDefaultMemPool";
 	try {
 		if (!memPool)
 			return nullArgument(api, "memPool");
 		Context *primary = nullptr;
 		if (npurtError_t err = primaryOf(device, &primary, api))
 			return err;
-		*memPool = npurt::defaultMemPool(*primary);
+		*memPool = pick(*primary);
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException(api);
 	}
 }
 
+}  // namespace
+
+npurtError_t npurtDeviceGetDefaultMemPool(npurtMemPool_t *memPool, int device)
+{
+	return devicePool("npurtDeviceGetDefaultMemPool", memPool, device, npurt::defaultMemPool);
+}
+
 npurtError_t npurtDeviceGetMemPool(npurtMemPool_t *memPool, int device)
 {
-	const char *api = "npurtDeviceGetMemPool";
-	try {
-		if (!memPool)
-			return nullArgument(api, "memPool");
-		Context *primary = nullptr;
-		if (npurtError_t err = primaryOf(device, &primary, api))
-			return err;
-		*memPool = npurt::currentMemPool(*primary);
-		return npurtSuccess;
-	} catch (...) {
-		return npurt::errorFromException(api);
-	}
+	return devicePool("npurtDeviceGetMemPool", memPool, device, npurt::currentMemPool);
 }
 
 npurtError_t npurtDeviceSetMemPool(int device, npurtMemPool_t memPool)

@@ -18,12 +18,7 @@ public:
 
 	npurtError_t allocSegment(size_t size, uint64_t *addr) override
 	{
-		if (!fits(size))
-			return npurtErrorMemoryAllocation;
-		npurtError_t err = inner_.allocSegment(size, addr);
-		if (!err)
-			held_ += size;
-		return err;
+		return charged(size, [&] { return inner_.allocSegment(size, addr); });
 	}
 	void freeSegment(uint64_t addr, size_t size) override
 	{
@@ -52,12 +47,7 @@ public:
 	void releaseRange(uint64_t addr, size_t size) override { inner_.releaseRange(addr, size); }
 	npurtError_t mapPage(uint64_t addr, size_t size) override
 	{
-		if (!fits(size))
-			return npurtErrorMemoryAllocation;
-		npurtError_t err = inner_.mapPage(addr, size);
-		if (!err)
-			held_ += size;
-		return err;
+		return charged(size, [&] { return inner_.mapPage(addr, size); });
 	}
 	void unmapPage(uint64_t addr, size_t size) override
 	{
@@ -68,6 +58,16 @@ public:
 private:
 	// Called with the pool's allocator lock held, which also guards held_.
 	bool fits(size_t size) const { return !maxSize_ || size <= maxSize_ - held_; }
+	// `size` more bytes from the context, if they fit under maxSize.
+	template <typename Get> npurtError_t charged(size_t size, Get get)
+	{
+		if (!fits(size))
+			return npurtErrorMemoryAllocation;
+		npurtError_t err = get();
+		if (!err)
+			held_ += size;
+		return err;
+	}
 	SegmentBackend &inner_;
 	const size_t maxSize_;
 	size_t held_ = 0;

@@ -138,7 +138,13 @@ int npu_ioctl_queue_create(struct drm_device *drm, void *data,
 	if (ret)
 		goto err_put;
 
-	ret = xa_alloc(&nfile->queues, &id, queue,
+	/*
+	 * The id is reserved here and the queue published last: once in the
+	 * table, another thread of the file may destroy it (npu-fuzz under
+	 * KASAN caught this function writing queue->id after a racing
+	 * QUEUE_DESTROY had freed the queue).
+	 */
+	ret = xa_alloc(&nfile->queues, &id, NULL,
 		       XA_LIMIT(1, NPU_MAX_QUEUES), GFP_KERNEL);
 	if (ret) {
 		drm_dbg(drm, "queue_create: too many queues\n");
@@ -152,6 +158,8 @@ int npu_ioctl_queue_create(struct drm_device *drm, void *data,
 	if (ret)
 		goto err_erase;
 
+	/* The slot is reserved: storing into it allocates nothing. */
+	WARN_ON(xa_is_err(xa_store(&nfile->queues, id, queue, GFP_KERNEL)));
 	args->queue_id = id;
 	args->engine_id = engine->id;
 	return 0;
@@ -200,7 +208,12 @@ int npu_ioctl_queue_destroy(struct drm_device *drm, void *data,
 
 	if (args->pad)
 		return -EINVAL;
-	queue = xa_erase(&nfile->queues, args->queue_id);
+	/* A reserved id (a queue still being created) is no queue yet. */
+	xa_lock(&nfile->queues);
+	queue = xa_load(&nfile->queues, args->queue_id);
+	if (queue)
+		__xa_erase(&nfile->queues, args->queue_id);
+	xa_unlock(&nfile->queues);
 	if (!queue) {
 		drm_dbg(drm, "queue_destroy: no queue %u\n", args->queue_id);
 		return -ENOENT;

@@ -19,6 +19,11 @@
  * - submit_points_while_jobs_retire: "KASAN: use-after-free in
  *   npu_ioctl_submit": SUBMIT read the job's point after the scheduler,
  *   which may already have run and freed it, owned the job.
+ * - queue_destroyed_while_created: "KASAN: use-after-free in
+ *   npu_ioctl_queue_create" (found by npu-fuzz): QUEUE_CREATE put the
+ *   queue in the file's table before it was done with it, so another
+ *   thread guessing the id destroyed it under the creator, which then
+ *   wrote its id and made a handle of its freed syncobj.
  */
 
 #include <errno.h>
@@ -268,6 +273,75 @@ TEST_F_TIMEOUT(regress, submit_points_while_jobs_retire, 300)
 		EXPECT_EQ(0, npu_queue_destroy(self->fd, s[t].q.queue_id));
 	}
 	free(s);
+}
+
+#define CREATES			2000
+
+struct queue_racer {
+	int fd;
+	volatile int stop;
+	int destroyed;
+};
+
+/* Destroys queue ids 1..4 over and over, as a guessing thread would. */
+static void *queue_racer_main(void *arg)
+{
+	struct queue_racer *r = arg;
+	__u32 id = 1;
+
+	while (!r->stop) {
+		if (npu_queue_destroy(r->fd, id) == 0)
+			r->destroyed++;
+		id = id % 4 + 1;
+	}
+	return NULL;
+}
+
+/*
+ * One thread creates and destroys queues while another destroys the
+ * lowest ids (which the next creates reuse): every queue a create returned
+ * is destroyed exactly once, by either, and its syncobj handle is the
+ * file's to destroy.
+ */
+TEST_F_TIMEOUT(regress, queue_destroyed_while_created, 300)
+{
+	struct queue_racer r = { .fd = self->fd };
+	struct drm_npu_queue_create q;
+	struct drm_npu_queue_status st;
+	pthread_t thread;
+	int created = 0, mine = 0, left = 0, i, ret;
+	__u32 id;
+
+	if (self->fd < 0)
+		return;
+	ASSERT_EQ(0, pthread_create(&thread, NULL, queue_racer_main, &r));
+	for (i = 0; i < CREATES; i++) {
+		ret = npu_queue_create(self->fd, i % 2 ? DRM_NPU_ENGINE_COMPUTE :
+				       DRM_NPU_ENGINE_COPY,
+				       DRM_NPU_PRIORITY_NORMAL, &q);
+		if (ret == -ENOSPC)
+			break;
+		ASSERT_EQ(0, ret) TH_LOG("create %d: %s", i, strerror(-ret));
+		created++;
+		ASSERT_LE(1U, q.queue_id);
+		/* Its handle is the file's whether or not the queue lives. */
+		EXPECT_EQ(0, npu_syncobj_destroy(self->fd, q.syncobj_handle));
+		ret = npu_queue_status(self->fd, q.queue_id, &st);
+		EXPECT_TRUE(ret == 0 || ret == -ENOENT) TH_LOG("status: %s",
+							       strerror(-ret));
+		/* Unless the racer was first. */
+		ret = npu_queue_destroy(self->fd, q.queue_id);
+		EXPECT_TRUE(ret == 0 || ret == -ENOENT) TH_LOG("destroy: %s",
+							       strerror(-ret));
+		mine += ret == 0;
+	}
+	r.stop = 1;
+	pthread_join(thread, NULL);
+	for (id = 1; id <= 256; id++)
+		left += npu_queue_destroy(self->fd, id) == 0;
+	EXPECT_EQ(created, r.destroyed + mine + left);
+	TH_LOG("%d queues created, %d destroyed by the racer", created,
+	       r.destroyed);
 }
 
 TEST_HARNESS_MAIN

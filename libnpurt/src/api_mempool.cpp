@@ -30,12 +30,12 @@ npurtError_t mallocOn(const char *api, void **ptr, size_t size, MemPool *pool, S
 {
 	if (&pool->ctx() != &s.ctx())
 		return setError(npurtErrorInvalidValue,
-		                std::string(api) + ": the pool is of NPU " +
-		                        std::to_string(pool->device()) +
-		                        "'s primary context and the stream of another context "
-		                        "(NPU " +
+		                std::string(api) + ": the stream (NPU " +
 		                        std::to_string(s.ctx().ordinal()) +
-		                        "): use a stream of the pool's context");
+		                        ") is not of the pool's context, the primary context "
+		                        "of NPU " +
+		                        std::to_string(pool->device()) +
+		                        ": use a stream of that context");
 	npurt::CallSite cs = npurt::peekCallSite(returnAddress);
 	uint64_t addr = 0;
 	npurtError_t err = pool->allocator().allocateOrdered(

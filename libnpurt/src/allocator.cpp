@@ -563,16 +563,31 @@ npurtError_t CachingAllocator::unlive(uint64_t addr, const char *what, Block **o
 
 npurtError_t CachingAllocator::deallocate(uint64_t addr)
 {
+	return release(addr, 0);
+}
+
+npurtError_t CachingAllocator::deallocateOrdered(uint64_t addr, StreamId stream)
+{
+	return release(addr, stream);
+}
+
+npurtError_t CachingAllocator::release(uint64_t addr, StreamId freedOn)
+{
 	if (addr == 0)
 		return npurtSuccess;
 	std::lock_guard<std::mutex> lock(mutex_);
 	Block *b = nullptr;
 	if (npurtError_t err = unlive(addr, "free", &b))
 		return err;
-
 	if (tracker_) {
-		Parked p{b, {}};
-		tracker_->markPending(&p.markers);
+		// Freed on a stream: the caller ordered every use before the free
+		// there. Otherwise every stream with work may still use it.
+		Parked p{b, {}, freedOn};
+		if (freedOn)
+			p.markers.push_back(tracker_->mark(freedOn));
+		else
+			tracker_->markPending(&p.markers);
+		// Streams recorded with recordStream are waited for either way.
 		for (StreamId s : b->uses)
 			p.markers.push_back(tracker_->mark(s));
 		b->uses.clear();
@@ -584,30 +599,6 @@ npurtError_t CachingAllocator::deallocate(uint64_t addr)
 	}
 	b->uses.clear();
 	freeBlock(b);
-	return npurtSuccess;
-}
-
-npurtError_t CachingAllocator::deallocateOrdered(uint64_t addr, StreamId stream)
-{
-	if (addr == 0)
-		return npurtSuccess;
-	std::lock_guard<std::mutex> lock(mutex_);
-	Block *b = nullptr;
-	if (npurtError_t err = unlive(addr, "free", &b))
-		return err;
-	if (!tracker_) {
-		b->uses.clear();
-		freeBlock(b);
-		return npurtSuccess;
-	}
-	// The caller ordered every use before the free on `stream`; streams
-	// recorded with recordStream are waited for as by deallocate.
-	Parked p{b, {tracker_->mark(stream)}, stream};
-	for (StreamId s : b->uses)
-		p.markers.push_back(tracker_->mark(s));
-	b->uses.clear();
-	b->state = Block::State::Parked;
-	parked_.push_back(std::move(p));
 	return npurtSuccess;
 }
 

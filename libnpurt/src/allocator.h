@@ -440,6 +440,8 @@ private:
 	// Common part of deallocate and deallocateOrdered: the live block at
 	// addr taken out of live_ and its statistics, or an error.
 	npurtError_t unlive(uint64_t addr, const char *what, Block **out);
+	// deallocate (freedOn 0) and deallocateOrdered.
+	npurtError_t release(uint64_t addr, StreamId freedOn);
 	size_t releaseCachedSegments(size_t keep = 0);
 	// get() from the backend, again once after the cache went back when
 	// the device was full.

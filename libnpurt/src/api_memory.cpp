@@ -12,6 +12,7 @@
 #include "context.h"
 #include "copy.h"
 #include "error.h"
+#include "graph.h"
 #include "mem_pool.h"
 #include "mem_usage.h"
 #include "npu_drm.h"
@@ -157,6 +158,8 @@ npurtError_t npurtMalloc(void **devPtr, size_t size)
 	try {
 		if (!devPtr)
 			return nullArgument("npurtMalloc", "devPtr");
+		if (npurtError_t err = npurt::captureForbids("npurtMalloc"))
+			return err;
 		Context *c = nullptr;
 		if (npurtError_t err = current(&c, "npurtMalloc"))
 			return err;
@@ -179,6 +182,12 @@ npurtError_t npurtFree(void *devPtr)
 {
 	try {
 		if (!devPtr)
+			return npurtSuccess;
+		if (npurtError_t err = npurt::captureForbids("npurtFree"))
+			return err;
+		// A graph's memory lives as long as the graph: freeing it outside
+		// the graph ends its use, as in CUDA, but keeps it for relaunches.
+		if (npurt::isGraphMemory(devPtr))
 			return npurtSuccess;
 		Context *c = nullptr;
 		if (npurtError_t err = current(&c, "npurtFree"))
@@ -317,6 +326,8 @@ npurtError_t hostAlloc(const char *api, void **ptr, size_t size, unsigned flags)
 		                                                std::to_string(size) +
 		                                                " bytes is too large");
 	Context *c = nullptr;
+	if (npurtError_t err = npurt::captureForbids(api))
+		return err;
 	if (npurtError_t err = current(&c, api))
 		return err;
 	// Pinned memory is always mapped (unified addressing).
@@ -405,6 +416,8 @@ npurtError_t npurtFreeHost(void *ptr)
 	try {
 		if (!ptr)
 			return npurtSuccess;
+		if (npurtError_t err = npurt::captureForbids("npurtFreeHost"))
+			return err;
 		Runtime &rt = Runtime::instance();
 		if (npurtError_t err = rt.start())
 			return err;

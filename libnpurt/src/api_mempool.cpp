@@ -5,6 +5,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "graph.h"
 #include "mem_pool.h"
 #include "mem_usage.h"
 #include "runtime.h"
@@ -37,6 +38,13 @@ npurtError_t mallocOn(const char *api, void **ptr, size_t size, MemPool *pool, S
 		                        std::to_string(pool->device()) +
 		                        ": use a stream of that context");
 	npurt::CallSite cs = npurt::peekCallSite(returnAddress);
+	if (s.capturing()) {
+		// An alloc node: the graph's memory (whatever the pool).
+		npurtError_t err = npurtSuccess;
+		if (npurt::captureMalloc(s, size, ptr, npurt::takeCallSite(returnAddress), api,
+		                         &err))
+			return err;
+	}
 	uint64_t addr = 0;
 	npurtError_t err = pool->allocator().allocateOrdered(
 	        size, s.serial(), &addr, {cs.text ? cs.text->c_str() : nullptr, cs.returnAddress});
@@ -99,6 +107,15 @@ npurtError_t npurtFreeAsync(void *devPtr, npurtStream_t stream)
 			return err;
 		if (!devPtr)
 			return npurtSuccess;
+		if (s->capturing()) {
+			npurtError_t err = npurtSuccess;
+			if (npurt::captureFree(*s, devPtr,
+			                       npurt::takeCallSite(__builtin_return_address(0)),
+			                       api, &err))
+				return err;
+		}
+		if (npurt::isGraphMemory(devPtr))
+			return npurtSuccess;  // lives as long as its graph (see npurtFree)
 		Context &ctx = s->ctx();
 		const uint64_t addr = addrOf(devPtr);
 		uint64_t base = 0;

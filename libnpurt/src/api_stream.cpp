@@ -10,6 +10,7 @@
 #include "context.h"
 #include "copy.h"
 #include "error.h"
+#include "graph.h"
 #include "ipc.h"
 #include "mem_pool.h"
 #include "npu_drm.h"
@@ -269,6 +270,15 @@ npurtError_t launchOp(const npurtOpDesc *d, npurtStream_t stream, void *ra)
 
 }  // namespace
 
+namespace npurt {
+
+npurtError_t enqueueOp(const npurtOpDesc *desc, npurtStream_t stream, void *returnAddress)
+{
+	return launchOp(desc, stream, returnAddress);
+}
+
+}  // namespace npurt
+
 extern "C" {
 
 npurtError_t npurtDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
@@ -421,6 +431,8 @@ npurtError_t npurtDeviceSynchronizeTimeout(int64_t timeoutMs)
 {
 	try {
 		const char *api = "npurtDeviceSynchronize";
+		if (npurtError_t err = npurt::captureForbids(api))
+			return err;
 		Context *c = nullptr;
 		if (npurtError_t err = Runtime::instance().currentContext(&c, api))
 			return err;
@@ -686,6 +698,9 @@ npurtError_t npurtEventElapsedTime(float *ms, npurtEvent_t start, npurtEvent_t e
 			                std::string(api) +
 			                        ": both events need timing (one was created with "
 			                        "npurtEventDisableTiming)");
+		for (Event *e : {a, b})
+			if (npurtError_t err = e->checkNotCaptured(api))
+				return err;
 		if (!a->recorded() || !b->recorded())
 			return setError(npurtErrorInvalidValue,
 			                std::string(api) + ": an event was never recorded");
@@ -733,7 +748,8 @@ npurtError_t npurtLaunchHostFunc(npurtStream_t stream, npurtHostFn_t fn, void *u
 		t.api = api;
 		t.label = "host function";
 		t.site = npurt::takeCallSite(ra);
-		return s->hostFunc([fn, userData](npurtError_t) { fn(userData); }, false, t);
+		const npurtHostNodeParams raw{fn, userData};
+		return s->hostFunc([fn, userData](npurtError_t) { fn(userData); }, false, t, &raw);
 	} catch (...) {
 		return npurt::errorFromException("npurtLaunchHostFunc");
 	}

@@ -360,6 +360,12 @@ npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npu
 		return err;
 	bool dstDev = d.side == Side::Device, srcDev = o.side == Side::Device;
 	bool dstHere = engineReaches(d), srcHere = engineReaches(o);
+	// A graph replays packets: memory the engine does not reach is staged
+	// or pinned for the one copy, which a replay could not repeat.
+	if (s->capturing() && !(dstHere && srcHere))
+		return s->captureRefuse(api,
+		                        "a copy to or from pageable host memory (capture copies "
+		                        "of device, pinned or registered memory)");
 	npurtError_t err = npurtSuccess;
 	if (!dstDev && !srcDev && !(dstHere && srcHere)) {
 		// Host to host, in stream order.

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "error.h"
+#include "graph.h"
 #include "ipc.h"
 #include "npu_drm.h"
 #include "runtime.h"
@@ -25,12 +26,6 @@
 namespace npurt {
 namespace {
 
-// A batch this large is submitted even while the work ahead of it runs
-// (well under DRM_NPU_MAX_CMDS_SIZE; about 700 ops), and so is one of this
-// many tasks (half the task history, so a failing job's tasks are still
-// on record when the failure is seen).
-constexpr size_t kBatchBytes = 64 << 10;
-constexpr size_t kBatchTasks = 1024;
 // Launches closer than this (on the coarse clock: a few ticks) are a burst.
 constexpr int64_t kBurstGapNs = int64_t{10} * 1000000;
 // A burst's batch gathers this long on an idle device before the flusher
@@ -382,32 +377,41 @@ void setCallSite(const char *file, int line, const char *function)
 	ps.lastLine = line;
 }
 
-std::string TaskInfo::what() const
+namespace {
+
+std::string describe(const TaskInfo &t)
 {
-	if (op >= 0 && op < 16) {
-		std::string w = std::string("op ") + kOpNames[op] + " " + kTypeNames[dtype & 3];
-		if (outDtype != dtype)
-			w += std::string("->") + kTypeNames[outDtype & 3];
+	if (t.op >= 0 && t.op < 16) {
+		std::string w = std::string("op ") + kOpNames[t.op] + " " + kTypeNames[t.dtype & 3];
+		if (t.outDtype != t.dtype)
+			w += std::string("->") + kTypeNames[t.outDtype & 3];
 		w += " ";
-		switch (op) {
+		switch (t.op) {
 		case npurtOpReduceSum:
 		case npurtOpReduceMax:
-			return w + std::to_string(m) + "x" + std::to_string(n) + " axis " +
-			       std::to_string(axis);
+			return w + std::to_string(t.m) + "x" + std::to_string(t.n) + " axis " +
+			       std::to_string(t.axis);
 		case npurtOpTranspose:
-			return w + std::to_string(m) + "x" + std::to_string(n);
+			return w + std::to_string(t.m) + "x" + std::to_string(t.n);
 		case npurtOpGemm:
-			return w + std::to_string(m) + "x" + std::to_string(n) + "x" +
-			       std::to_string(k);
+			return w + std::to_string(t.m) + "x" + std::to_string(t.n) + "x" +
+			       std::to_string(t.k);
 		default:
-			return w + std::to_string(n);
+			return w + std::to_string(t.n);
 		}
 	}
-	if (op == -1)
-		return std::string(label) + " " + std::to_string(bytes) + " bytes";
-	if (op == -2)
-		return "fill " + std::to_string(bytes) + " bytes with " + hex(value);
-	return label;
+	if (t.op == -1)
+		return std::string(t.label) + " " + std::to_string(t.bytes) + " bytes";
+	if (t.op == -2)
+		return "fill " + std::to_string(t.bytes) + " bytes with " + hex(t.value);
+	return t.label;
+}
+
+}  // namespace
+
+std::string TaskInfo::what() const
+{
+	return describe(*this);
 }
 
 Timeline::~Timeline()
@@ -754,6 +758,9 @@ Point Stream::pendingTail()
 
 npurtError_t Stream::legacyOrder(const char *api)
 {
+	if (isDefault_ && anyCapture())
+		if (npurtError_t err = captureForbidsLegacy(ctx_, api))
+			return err;
 	if (!isDefault_ && !blocking())
 		return npurtSuccess;
 	std::atomic<uint64_t> &mine = isDefault_ ? ctx_.defaultWork : ctx_.blockingWork;
@@ -806,10 +813,14 @@ std::string Stream::describeTask(const Timeline &tl, uint64_t point, uint32_t of
 	// offset tells them apart (else the job's first task is named).
 	uint64_t seq = 0;
 	TaskInfo t;
-	if (findTask(tl.engineClass, point, offset, &seq, &t))
-		return "task " + std::to_string(seq) + " (" + t.what() + "), enqueued by " + t.api +
-		       " from " + t.site.str();
-	return "the task at point " + std::to_string(point) + " of its queue (no longer on record)";
+	if (!findTask(tl.engineClass, point, offset, &seq, &t))
+		return "the task at point " + std::to_string(point) +
+		       " of its queue (no longer on record)";
+	std::string task = "task " + std::to_string(seq) + " (" + t.what() + ")";
+	if (t.graphNode)
+		return task + ", graph node " + std::to_string(t.graphNode) +
+		       " of a launched graph, made by " + t.api + " at " + t.site.str();
+	return task + ", enqueued by " + t.api + " from " + t.site.str();
 }
 
 npurtError_t Stream::fail(npurtError_t code, const std::string &message, bool notify)
@@ -1249,6 +1260,11 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
                             const TaskInfo &info, bool callerWaits)
 {
 	const char *api = info.api;
+	if (capturing()) {
+		npurtError_t err = npurtSuccess;
+		if (captureTask(engineClass, packet, size, info, callerWaits, &err))
+			return err;
+	}
 	if (!tOnWorker)
 		if (npurtError_t err = legacyOrder(api))
 			return err;
@@ -1345,8 +1361,13 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 }
 
 npurtError_t Stream::hostFunc(std::function<void(npurtError_t)> fn, bool afterFailure,
-                              const TaskInfo &info)
+                              const TaskInfo &info, const npurtHostNodeParams *raw)
 {
+	if (capturing()) {
+		npurtError_t err = npurtSuccess;
+		if (captureHost(fn, afterFailure, info, raw, &err))
+			return err;
+	}
 	if (npurtError_t err = legacyOrder(info.api))
 		return err;
 	std::scoped_lock lock(submitMutex_, mutex_);
@@ -1356,30 +1377,36 @@ npurtError_t Stream::hostFunc(std::function<void(npurtError_t)> fn, bool afterFa
 		if (npurtError_t err = flushWaits(info.api))
 			return err;
 	defer([this, fn = std::move(fn), afterFailure, api = info.api] {
-		Point p;
-		{
-			std::scoped_lock l(submitMutex_, mutex_);
-			// Event waits queued ahead of it (a deferred
-			// npurtStreamWaitEvent) become a job it waits for.
-			if (flushWaits(api))
-				npurtGetLastError();  // the failure stops fn just below
-			if (lastClass_ >= 0)
-				p = {timelines_[lastClass_], last_[lastClass_]};
-		}
-		waitPoint(p, INT64_MAX);
-		npurtError_t status;
-		{
-			std::lock_guard<std::mutex> l(mutex_);
-			status = checkFailure(api);
-			if (status != npurtSuccess)
-				npurtGetLastError();
-		}
-		// Like later device work, a host function after a failure does
-		// not run; a stream callback is told the failure.
-		if (status == npurtSuccess || afterFailure)
-			fn(status);
+		runHost(fn, afterFailure, api);
 	});
 	return npurtSuccess;
+}
+
+void Stream::runHost(const std::function<void(npurtError_t)> &fn, bool afterFailure,
+                     const char *api)
+{
+	Point p;
+	{
+		std::scoped_lock l(submitMutex_, mutex_);
+		// Event waits queued ahead of it (a deferred npurtStreamWaitEvent)
+		// become a job it waits for.
+		if (flushWaits(api))
+			npurtGetLastError();  // the failure stops fn just below
+		if (lastClass_ >= 0)
+			p = {timelines_[lastClass_], last_[lastClass_]};
+	}
+	waitPoint(p, INT64_MAX);
+	npurtError_t status;
+	{
+		std::lock_guard<std::mutex> l(mutex_);
+		status = checkFailure(api);
+		if (status != npurtSuccess)
+			npurtGetLastError();
+	}
+	// Like later device work, a host function after a failure does not
+	// run; a stream callback is told the failure.
+	if (status == npurtSuccess || afterFailure)
+		fn(status);
 }
 
 npurtError_t Stream::waitIdle(int64_t deadlineNs, const char *api)
@@ -1421,6 +1448,11 @@ bool Stream::settled(const char *api, npurtError_t *result, Point *p)
 
 npurtError_t Stream::synchronize(int64_t timeoutMs, const char *api)
 {
+	if (capturing())
+		return builder_ ? npurtSuccess
+		                : captureRefuse(api, "synchronizing a capturing stream");
+	if (npurtError_t err = captureForbids(api))
+		return err;
 	int64_t deadline = deadlineAfter(timeoutMs);
 	if (npurtError_t err = waitIdle(deadline, api))
 		return err;
@@ -1447,6 +1479,8 @@ npurtError_t Stream::synchronize(int64_t timeoutMs, const char *api)
 
 npurtError_t Stream::query(const char *api)
 {
+	if (capturing())
+		return captureRefuse(api, "querying a capturing stream");
 	if (busy())
 		return npurtErrorNotReady;
 	Point p;
@@ -1500,6 +1534,9 @@ npurtError_t Stream::recover(const char *api)
 
 npurtError_t Stream::staging(Staging **out, const char *api)
 {
+	if (capturing())
+		return captureRefuse(api, "a copy staged through pageable host memory (capture "
+		                          "copies of device, pinned or registered memory)");
 	for (auto &b : staging_.buf)
 		if (!b.ptr)
 			if (npurtError_t err = ctx_.allocPinned(Staging::kBufferSize, &b, api))
@@ -1510,8 +1547,53 @@ npurtError_t Stream::staging(Staging **out, const char *api)
 
 // Events.
 
+npurtError_t Stream::recordNow(Event &ev, const char *api)
+{
+	// A record that cannot be submitted still stands for the work before
+	// it: a record deferred behind a host function that meets the stream
+	// failed meanwhile must report that failure, not success (found by
+	// the soak).
+	auto lastPoint = [this] {
+		return lastClass_ >= 0 ? Point{timelines_[lastClass_], last_[lastClass_]} : Point{};
+	};
+	if (npurtError_t err = flushWaits(api)) {
+		ev.resolve(lastPoint(), &ctx_, 0);
+		return err;
+	}
+	if (!ev.timing()) {
+		ev.resolve(lastPoint(), &ctx_, 0);
+		return npurtSuccess;
+	}
+	uint64_t slot = ev.slotFor(ctx_);
+	if (!slot) {
+		ev.resolve({}, &ctx_, 0);
+		return setError(npurtErrorHostMemoryAllocation,
+		                std::string(api) + ": no memory for the event's timestamp");
+	}
+	drm_npu_pkt_timestamp t{};
+	t.hdr = {DRM_NPU_PKT_TIMESTAMP, sizeof(t)};
+	t.dst = slot;
+	TaskInfo info;
+	info.api = api;
+	info.label = "event timestamp";
+	info.op = -3;
+	uint32_t cls = lastClass_ >= 0 ? lastClass_ : DRM_NPU_ENGINE_COPY;
+	if (npurtError_t err = submitNow(cls, &t, sizeof(t), info)) {
+		// The event stays usable, without a timestamp.
+		ev.resolve(lastPoint(), &ctx_, 0);
+		return err;
+	}
+	ev.resolve({timelines_[cls], last_[cls]}, &ctx_, slot);
+	return npurtSuccess;
+}
+
 npurtError_t Stream::record(Event &ev, const char *api)
 {
+	if (capturing()) {
+		npurtError_t err = npurtSuccess;
+		if (captureRecord(ev, api, &err))
+			return err;
+	}
 	// On the legacy default stream a record also covers the blocking
 	// streams' work before it (and theirs the default stream's), as in
 	// CUDA: a stop event on NULL completes after every stream's work.
@@ -1522,59 +1604,24 @@ npurtError_t Stream::record(Event &ev, const char *api)
 		return setError(failed_, std::string(api) + ": " + failMessage_);
 	ev.setPending(this);
 	ev.setOrder(serial_, appended_ + deferredTasks_);
-	auto doRecord = [this, &ev, api]() -> npurtError_t {
-		// With mutex_ held. A record that cannot be submitted still
-		// stands for the work before it: a record deferred behind a
-		// host function that meets the stream failed meanwhile must
-		// report that failure, not success (found by the soak).
-		auto lastPoint = [this] {
-			return lastClass_ >= 0 ? Point{timelines_[lastClass_], last_[lastClass_]}
-			                       : Point{};
-		};
-		if (npurtError_t err = flushWaits(api)) {
-			ev.resolve(lastPoint(), &ctx_, 0);
-			return err;
-		}
-		if (ev.timing()) {
-			uint64_t slot = ev.slotFor(ctx_);
-			if (!slot) {
-				ev.resolve({}, &ctx_, 0);
-				return setError(npurtErrorHostMemoryAllocation,
-				                std::string(api) +
-				                        ": no memory for the event's timestamp");
-			}
-			drm_npu_pkt_timestamp t{};
-			t.hdr = {DRM_NPU_PKT_TIMESTAMP, sizeof(t)};
-			t.dst = slot;
-			TaskInfo info;
-			info.api = api;
-			info.label = "event timestamp";
-			info.op = -3;
-			uint32_t cls = lastClass_ >= 0 ? lastClass_ : DRM_NPU_ENGINE_COPY;
-			if (npurtError_t err = submitNow(cls, &t, sizeof(t), info)) {
-				// The event stays usable, without a timestamp.
-				ev.resolve(lastPoint(), &ctx_, 0);
-				return err;
-			}
-			ev.resolve({timelines_[cls], last_[cls]}, &ctx_, slot);
-		} else {
-			ev.resolve(lastPoint(), &ctx_, 0);
-		}
-		return npurtSuccess;
-	};
 	if (!deferred_.empty() || workerBusy_) {
-		defer([this, doRecord]() {
+		defer([this, &ev, api]() {
 			std::scoped_lock l(submitMutex_, mutex_);
-			if (doRecord())
+			if (recordNow(ev, api))
 				npurtGetLastError();
 		});
 		return npurtSuccess;
 	}
-	return doRecord();
+	return recordNow(ev, api);
 }
 
 npurtError_t Stream::wait(Event &ev, const char *api)
 {
+	{
+		npurtError_t err = npurtSuccess;
+		if (captureWait(ev, api, &err))
+			return err;
+	}
 	// What the wait orders this stream after, for the memory pools (noted
 	// before the wait is in place: a pool reads it only for requests
 	// enqueued after this call returns).
@@ -1682,6 +1729,8 @@ Point RecordTicket::wait()
 void Event::setPending(Stream *s)
 {
 	std::lock_guard<std::mutex> lock(mutex_);
+	capture_.reset();
+	capNodes_.clear();
 	pending_ = true;
 	recorded_ = true;
 	stream_ = s;
@@ -1877,6 +1926,8 @@ npurtError_t pointFailure(const Point &p, const char *api)
 
 npurtError_t Event::query(const char *api)
 {
+	if (npurtError_t err = checkNotCaptured(api))
+		return err;
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
 		if (pending_)
@@ -1903,6 +1954,10 @@ npurtError_t Event::query(const char *api)
 
 npurtError_t Event::synchronize(int64_t timeoutMs, const char *api)
 {
+	if (npurtError_t err = checkNotCaptured(api))
+		return err;
+	if (npurtError_t err = captureForbids(api))
+		return err;
 	int64_t deadline = deadlineAfter(timeoutMs);
 	Stream *s = nullptr;
 	uint64_t slot = 0;
@@ -1938,6 +1993,8 @@ Stream *createStreamForContext(Context &ctx, unsigned flags, int priority, bool 
 
 void destroyStreamForContext(Stream *s)
 {
+	if (s->capturing())
+		s->abandonCapture();
 	{
 		std::lock_guard<std::mutex> lock(gHandleMutex);
 		gStreams.erase(s);

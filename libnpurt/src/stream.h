@@ -76,6 +76,7 @@ struct TaskInfo {
 	uint32_t cmdBegin = 0;  // its packets: [cmdBegin, cmdEnd) of the job
 	uint32_t cmdEnd = 0;
 	uint32_t axis = 0;
+	uint32_t graphNode = 0;  // launched by a graph: the node's number
 	int16_t op = -1;  // npurtOpKind, or -1 copy, -2 fill, -3 other
 	uint8_t dtype = 0, outDtype = 0;  // ops
 
@@ -97,6 +98,11 @@ struct ProfiledTask {
 };
 
 class Event;
+class Graph;
+class GraphNode;
+struct Capture;
+struct GraphPlan;
+struct PlanStep;
 
 // Names of npurtOpKind and npurtDataType values.
 extern const char *const kOpNames[16];
@@ -130,6 +136,13 @@ struct StreamLife {
 
 class Stream : public npurtStream_st {
 public:
+	// A batch this large is submitted even while the work ahead of it
+	// runs (well under DRM_NPU_MAX_CMDS_SIZE; about 700 ops), and so is
+	// one of this many tasks (half the task history, so a failing job's
+	// tasks are still on record when the failure is seen).
+	static constexpr size_t kBatchBytes = 64 << 10;
+	static constexpr size_t kBatchTasks = 1024;
+
 	Stream(Context &ctx, unsigned flags, int priority, bool isDefault);
 	~Stream();
 	Stream(const Stream &) = delete;
@@ -145,6 +158,9 @@ public:
 	// A thread's npurtStreamPerThread stream: not the user's to destroy.
 	bool perThread() const { return perThread_; }
 	void markPerThread() { perThread_ = true; }
+	// A hidden stream building a graph's node (buildNode): nothing runs
+	// on it, and device-wide synchronisation passes it by.
+	void markBuilder() { builder_ = true; }
 
 	// Enqueues one task (a packet) on the engine class; runs after every
 	// earlier task of the stream. While the stream's device work is still
@@ -160,8 +176,9 @@ public:
 	// Runs fn(status) on the stream's worker once the work ahead of it
 	// has run: status is success, or the stream's failure, in which case
 	// fn runs only if afterFailure (a stream callback).
+	// raw: the function and data as given, kept by a capture's host node.
 	npurtError_t hostFunc(std::function<void(npurtError_t)> fn, bool afterFailure,
-	                      const TaskInfo &info);
+	                      const TaskInfo &info, const npurtHostNodeParams *raw = nullptr);
 	npurtError_t record(Event &ev, const char *api);
 	// Never blocks the caller: a record still deferred behind a host
 	// function is waited for by this stream's worker.
@@ -248,7 +265,54 @@ public:
 	// work (whose submissions go straight to the device).
 	static bool onWorker();
 
+	// Stream capture (capture.cpp). While a stream captures, its enqueue
+	// calls add nodes to the capture's graph instead of running.
+	bool capturing() const { return capturing_.load(std::memory_order_acquire); }
+	npurtError_t beginCapture(npurtStreamCaptureMode mode, const char *api);
+	npurtError_t endCapture(Graph **out, const char *api);
+	npurtError_t captureInfo(npurtStreamCaptureStatus *status, unsigned long long *id,
+	                         Graph **graph, const npurtGraphNode_t **deps, size_t *count);
+	std::shared_ptr<Capture> capture();
+	// Puts the stream into cap, its next work after deps; or takes it out.
+	void joinCapture(const std::shared_ptr<Capture> &cap, std::vector<GraphNode *> deps);
+	void leaveCapture(const Capture *cap);
+	// A call the capture cannot record: npurtErrorStreamCaptureUnsupported
+	// naming what, and the capture is invalidated.
+	npurtError_t captureRefuse(const char *api, const std::string &what);
+	// The stream is being destroyed: its capture is invalidated.
+	void abandonCapture();
+	// Runs an executable graph's plan after the stream's work
+	// (graph_launch.cpp).
+	npurtError_t launchGraph(const std::shared_ptr<const GraphPlan> &plan, const char *api);
+	// Later work waits for p (an executable graph's last launch on
+	// another stream).
+	npurtError_t waitFor(const Point &p, const char *api);
+
 private:
+	// Recording into the capture instead of running (capture.cpp); false
+	// when the stream left the capture meanwhile (then the call runs).
+	bool captureTask(uint32_t engineClass, const void *packet, uint32_t size,
+	                 const TaskInfo &info, bool callerWaits, npurtError_t *err);
+	bool captureHost(std::function<void(npurtError_t)> fn, bool afterFailure,
+	                 const TaskInfo &info, const npurtHostNodeParams *raw, npurtError_t *err);
+	bool captureRecord(Event &ev, const char *api, npurtError_t *err);
+	// A wait that involves a capture (the stream's or the event's).
+	bool captureWait(Event &ev, const char *api, npurtError_t *err);
+	// Runs plan's steps from `from` on (graph_launch.cpp); with both locks
+	// held.
+	// marked: the plan's records from `from` on were made pending when
+	// the launch (or the host step before them) was deferred.
+	npurtError_t runPlan(const std::shared_ptr<const GraphPlan> &plan, size_t from, bool marked,
+	                     const char *api);
+	// Records ev now (or resolves it with the last point); with both
+	// locks held.
+	npurtError_t recordNow(Event &ev, const char *api);
+	// A host function's turn on the worker: waits for the work ahead,
+	// then runs fn (not after a failure unless afterFailure).
+	void runHost(const std::function<void(npurtError_t)> &fn, bool afterFailure,
+	             const char *api);
+	// runPlan's tasks step, onto the batch (with mutex_ held).
+	void appendStep(const PlanStep &step);
 	// Adds a task to batch_ (with its profiling timestamps); submits the
 	// batch. With mutex_ held.
 	void append(uint32_t engineClass, const void *packet, uint32_t size, const TaskInfo &info);
@@ -351,6 +415,7 @@ private:
 	int priority_;
 	bool isDefault_;
 	bool perThread_ = false;
+	bool builder_ = false;
 	const uint64_t serial_;
 
 	// Held while a job is submitted, so points are handed out in order
@@ -416,6 +481,12 @@ private:
 
 	std::mutex stagingMutex_;  // guards staging_
 	Staging staging_;
+
+	// The capture the stream is in (guarded by mutex_; capturing_ tells
+	// without the lock), and npurtStreamGetCaptureInfo's last answer.
+	std::shared_ptr<Capture> capture_;
+	std::atomic<bool> capturing_{false};
+	std::vector<npurtGraphNode_t> captureDeps_;
 };
 
 // A deferred record's outcome, shared with streams told to wait for it
@@ -457,6 +528,13 @@ public:
 	npurtError_t synchronize(int64_t timeoutMs, const char *api);
 	// The context that holds the timestamp slot is going away.
 	void forgetContext(Context *ctx);
+	// A record in a capture (capture.cpp): the nodes a wait for it
+	// depends on; a record outside a capture ends it.
+	void setCaptured(std::shared_ptr<Capture> cap, std::vector<GraphNode *> nodes);
+	std::shared_ptr<Capture> captured(std::vector<GraphNode *> *nodes);
+	// npurtErrorCapturedEvent for a use outside a capture (query,
+	// synchronize, timing) of an event last recorded in one.
+	npurtError_t checkNotCaptured(const char *api);
 
 	// Interprocess events (npurtEventInterprocess): a binary syncobj that
 	// holds the fence of the latest record of any process, made in ctx's
@@ -484,6 +562,8 @@ private:
 	uint64_t slot_ = 0;  // timing: where the device writes the timestamp
 	std::shared_ptr<RecordTicket> ticket_;  // while pending_
 	uint64_t orderSerial_ = 0, orderTasks_ = 0;
+	std::shared_ptr<Capture> capture_;  // the capture of the last record
+	std::vector<GraphNode *> capNodes_;
 	// Interprocess: the fence syncobj (a Timeline without a queue) and its
 	// export; set before the event is shared, then read-only.
 	std::shared_ptr<Timeline> ipc_;

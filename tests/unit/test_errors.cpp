@@ -35,19 +35,38 @@ const npurtError_t kAllErrors[] = {
         npurtErrorPeerAccessUnsupported,
         npurtErrorPeerAccessNotEnabled,
         npurtErrorPeerAccessAlreadyEnabled,
+        npurtErrorIllegalState,
+        npurtErrorStreamCaptureUnsupported,
+        npurtErrorStreamCaptureInvalidated,
+        npurtErrorStreamCaptureMerge,
+        npurtErrorStreamCaptureUnmatched,
+        npurtErrorStreamCaptureUnjoined,
+        npurtErrorStreamCaptureIsolation,
+        npurtErrorStreamCaptureImplicit,
+        npurtErrorCapturedEvent,
+        npurtErrorStreamCaptureWrongThread,
+        npurtErrorGraphExecUpdateFailure,
         npurtErrorUnknown,
 };
 
-// Codes are numbered without gaps up to the last one (only added, never
-// renumbered): every one of them has a name (17 and 18 once had none).
+// Codes are numbered without gaps up to the last general one, and the
+// state and capture codes take CUDA's numbers (401, 900-910) (only added, never renumbered):
+// every one of them has a name (17 and 18 once had none).
 TEST(Errors, CodesAreContiguousAndAllNamed)
 {
 	for (int c = npurtSuccess; c <= npurtErrorPeerAccessAlreadyEnabled; c++)
 		EXPECT_STRNE(npurtGetErrorName(static_cast<npurtError_t>(c)),
 		             "npurtErrorUnrecognized")
 		        << c;
+	EXPECT_STREQ(npurtGetErrorName(npurtErrorIllegalState), "npurtErrorIllegalState");
+	for (int c = npurtErrorStreamCaptureUnsupported; c <= npurtErrorGraphExecUpdateFailure; c++)
+		if (c != 909) {  // CUDA's cudaErrorTimeout: npurtErrorTimeout is 8
+			EXPECT_STRNE(npurtGetErrorName(static_cast<npurtError_t>(c)),
+			             "npurtErrorUnrecognized")
+			        << c;
+		}
 	EXPECT_EQ(std::size(kAllErrors),
-	          static_cast<size_t>(npurtErrorPeerAccessAlreadyEnabled) + 2);
+	          static_cast<size_t>(npurtErrorPeerAccessAlreadyEnabled) + 2 + 11);
 }
 
 TEST(Errors, EveryCodeHasADistinctNameAndString)

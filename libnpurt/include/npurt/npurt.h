@@ -62,6 +62,18 @@ typedef enum npurtError {
 	npurtErrorPeerAccessUnsupported = 19, /* no direct access between the NPUs */
 	npurtErrorPeerAccessNotEnabled = 20, /* peer access was not enabled */
 	npurtErrorPeerAccessAlreadyEnabled = 21, /* peer access is enabled already */
+	/* Stream capture and graphs: CUDA's numbers. */
+	npurtErrorIllegalState = 401, /* not in this state (e.g. not capturing) */
+	npurtErrorStreamCaptureUnsupported = 900, /* not allowed while capturing */
+	npurtErrorStreamCaptureInvalidated = 901, /* the capture was invalidated */
+	npurtErrorStreamCaptureMerge = 902, /* would merge two captures */
+	npurtErrorStreamCaptureUnmatched = 903, /* not the capture's origin stream */
+	npurtErrorStreamCaptureUnjoined = 904, /* a forked stream did not join */
+	npurtErrorStreamCaptureIsolation = 905, /* depends on work outside the capture */
+	npurtErrorStreamCaptureImplicit = 906, /* legacy-stream sync with a capture */
+	npurtErrorCapturedEvent = 907, /* the event was recorded in a capture */
+	npurtErrorStreamCaptureWrongThread = 908, /* ended by another thread */
+	npurtErrorGraphExecUpdateFailure = 910, /* the update is not possible */
 	npurtErrorUnknown = 999
 } npurtError_t;
 
@@ -994,6 +1006,266 @@ NPURT_API npurtError_t npurtProfilerExportTrace(const char *path);
  * buf (NUL-terminated, cut to size); *needed gets the full length. */
 NPURT_API npurtError_t npurtProfilerSummary(char *buf, size_t size, size_t *needed);
 
+/*
+ * Graphs (CUDA graphs): work recorded once, as nodes and dependencies, and
+ * launched many times. A graph comes from stream capture (the enqueue calls
+ * on a capturing stream record nodes instead of running) or is built node
+ * by node. npurtGraphInstantiate turns it into an executable graph, whose
+ * launch submits all its device work at once: consecutive nodes of one
+ * engine class go to the device as one job, so a launch of a 100-op graph
+ * costs one submission, not 100.
+ *
+ * Ops take the place of CUDA's kernels: an op node (npurtGraphNodeTypeKernel)
+ * holds an npurtOpDesc. Memory of an alloc node (a captured npurtMallocAsync)
+ * is the graph's: its address stays the same for every launch, free nodes
+ * and frees outside the graph end its use, and it is released when the
+ * graph, its clones and its executable graphs are all destroyed.
+ *
+ * Thread safety: a graph or executable graph may be used by one thread at a
+ * time (the caller serialises calls on the same one, as in CUDA); different
+ * graphs, and launches of an executable graph on any streams, may go on in
+ * parallel. Launches of one executable graph run in launch order.
+ */
+typedef struct npurtGraph_st *npurtGraph_t;
+typedef struct npurtGraphNode_st *npurtGraphNode_t;
+typedef struct npurtGraphExec_st *npurtGraphExec_t;
+
+typedef enum npurtStreamCaptureStatus {
+	npurtStreamCaptureStatusNone = 0,
+	npurtStreamCaptureStatusActive = 1,
+	npurtStreamCaptureStatusInvalidated = 2
+} npurtStreamCaptureStatus;
+
+/*
+ * Which calls a capture forbids ("unsafe" ones: those that allocate or
+ * wait synchronously, such as npurtMalloc, npurtMemcpy, npurtStreamSynchronize
+ * or npurtDeviceSynchronize). Global: in the capturing thread, and in every
+ * thread whose own mode is global; ThreadLocal: in the capturing thread;
+ * Relaxed: nowhere. A forbidden call fails with
+ * npurtErrorStreamCaptureUnsupported and invalidates the captures it would
+ * have broken.
+ */
+typedef enum npurtStreamCaptureMode {
+	npurtStreamCaptureModeGlobal = 0,
+	npurtStreamCaptureModeThreadLocal = 1,
+	npurtStreamCaptureModeRelaxed = 2
+} npurtStreamCaptureMode;
+
+typedef enum npurtGraphNodeType {
+	npurtGraphNodeTypeKernel = 0, /* an op (npurtOpDesc) */
+	npurtGraphNodeTypeMemcpy = 1,
+	npurtGraphNodeTypeMemset = 2,
+	npurtGraphNodeTypeHost = 3,
+	npurtGraphNodeTypeGraph = 4, /* not made by this runtime */
+	npurtGraphNodeTypeEmpty = 5,
+	npurtGraphNodeTypeWaitEvent = 6,
+	npurtGraphNodeTypeEventRecord = 7,
+	npurtGraphNodeTypeMemAlloc = 10,
+	npurtGraphNodeTypeMemFree = 11
+} npurtGraphNodeType;
+
+typedef struct npurtHostNodeParams {
+	npurtHostFn_t fn;
+	void *userData;
+} npurtHostNodeParams;
+
+/* elementSize 1, 2 or 4; height rows of width elements, pitch bytes apart. */
+typedef struct npurtMemsetParams {
+	void *dst;
+	size_t pitch;
+	unsigned int value;
+	unsigned int elementSize;
+	size_t width;
+	size_t height;
+} npurtMemsetParams;
+
+/* poolProps: allocType pinned, location the graph's device; dptr: out. */
+typedef struct npurtMemAllocNodeParams {
+	npurtMemPoolProps poolProps;
+	const npurtMemAccessDesc *accessDescs; /* may be NULL */
+	size_t accessDescCount;
+	size_t bytesize;
+	void *dptr;
+} npurtMemAllocNodeParams;
+
+typedef enum npurtGraphExecUpdateResult {
+	npurtGraphExecUpdateSuccess = 0,
+	npurtGraphExecUpdateError = 1,
+	npurtGraphExecUpdateErrorTopologyChanged = 2,
+	npurtGraphExecUpdateErrorNodeTypeChanged = 3,
+	npurtGraphExecUpdateErrorFunctionChanged = 4,
+	npurtGraphExecUpdateErrorParametersChanged = 5,
+	npurtGraphExecUpdateErrorNotSupported = 6
+} npurtGraphExecUpdateResult;
+
+typedef struct npurtGraphExecUpdateResultInfo {
+	npurtGraphExecUpdateResult result;
+	npurtGraphNode_t errorNode; /* the node of the new graph that failed */
+	npurtGraphNode_t errorFromNode; /* topology: the edge's other end */
+} npurtGraphExecUpdateResultInfo;
+
+/* npurtGraphInstantiate flags (CUDA's values). */
+#define npurtGraphInstantiateFlagAutoFreeOnLaunch 1 /* accepted: graph memory persists */
+#define npurtGraphInstantiateFlagUpload 2 /* accepted: nothing to upload */
+#define npurtGraphInstantiateFlagDeviceLaunch 4 /* not supported */
+#define npurtGraphInstantiateFlagUseNodePriority 8 /* accepted: the stream's priority */
+
+/* npurtGraphDebugDotPrint flags: every node is printed with its parameters. */
+#define npurtGraphDebugDotFlagsVerbose (1 << 0)
+
+/* Stream capture. The legacy default stream cannot capture; a stream that
+ * waits for an event recorded in a capture joins it (fork), and the origin
+ * stream must wait for every joined stream's last work before
+ * npurtStreamEndCapture (join), else npurtErrorStreamCaptureUnjoined. */
+NPURT_API npurtError_t npurtStreamBeginCapture(npurtStream_t stream, npurtStreamCaptureMode mode);
+NPURT_API npurtError_t npurtStreamEndCapture(npurtStream_t stream, npurtGraph_t *pGraph);
+NPURT_API npurtError_t npurtStreamIsCapturing(npurtStream_t stream,
+                                              npurtStreamCaptureStatus *pCaptureStatus);
+/* Any output may be NULL. *dependencies_out: the nodes the stream's next
+ * captured work will depend on, valid until the next call on the stream. */
+NPURT_API npurtError_t npurtStreamGetCaptureInfo(npurtStream_t stream,
+                                                 npurtStreamCaptureStatus *captureStatus_out,
+                                                 unsigned long long *id_out,
+                                                 npurtGraph_t *graph_out,
+                                                 const npurtGraphNode_t **dependencies_out,
+                                                 size_t *numDependencies_out);
+/* Swaps the calling thread's capture mode with *mode. */
+NPURT_API npurtError_t npurtThreadExchangeStreamCaptureMode(npurtStreamCaptureMode *mode);
+
+/* Graphs and nodes. flags must be 0. Nodes take the current device's
+ * context; their operands are checked as the enqueue calls check them. */
+NPURT_API npurtError_t npurtGraphCreate(npurtGraph_t *pGraph, unsigned int flags);
+NPURT_API npurtError_t npurtGraphDestroy(npurtGraph_t graph);
+NPURT_API npurtError_t npurtGraphClone(npurtGraph_t *pGraphClone, npurtGraph_t originalGraph);
+NPURT_API npurtError_t npurtGraphNodeFindInClone(npurtGraphNode_t *pNode,
+                                                 npurtGraphNode_t originalNode,
+                                                 npurtGraph_t clonedGraph);
+NPURT_API npurtError_t npurtGraphAddKernelNode(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,
+                                               const npurtGraphNode_t *pDependencies,
+                                               size_t numDependencies,
+                                               const npurtOpDesc *pNodeParams);
+NPURT_API npurtError_t npurtGraphKernelNodeGetParams(npurtGraphNode_t node,
+                                                     npurtOpDesc *pNodeParams);
+NPURT_API npurtError_t npurtGraphKernelNodeSetParams(npurtGraphNode_t node,
+                                                     const npurtOpDesc *pNodeParams);
+NPURT_API npurtError_t npurtGraphAddMemcpyNode1D(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,
+                                                 const npurtGraphNode_t *pDependencies,
+                                                 size_t numDependencies, void *dst, const void *src,
+                                                 size_t count, npurtMemcpyKind kind);
+NPURT_API npurtError_t npurtGraphMemcpyNodeSetParams1D(npurtGraphNode_t node, void *dst,
+                                                       const void *src, size_t count,
+                                                       npurtMemcpyKind kind);
+NPURT_API npurtError_t npurtGraphAddMemsetNode(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,
+                                               const npurtGraphNode_t *pDependencies,
+                                               size_t numDependencies,
+                                               const npurtMemsetParams *pMemsetParams);
+NPURT_API npurtError_t npurtGraphMemsetNodeGetParams(npurtGraphNode_t node,
+                                                     npurtMemsetParams *pNodeParams);
+NPURT_API npurtError_t npurtGraphMemsetNodeSetParams(npurtGraphNode_t node,
+                                                     const npurtMemsetParams *pNodeParams);
+NPURT_API npurtError_t npurtGraphAddHostNode(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,
+                                             const npurtGraphNode_t *pDependencies,
+                                             size_t numDependencies,
+                                             const npurtHostNodeParams *pNodeParams);
+NPURT_API npurtError_t npurtGraphHostNodeGetParams(npurtGraphNode_t node,
+                                                   npurtHostNodeParams *pNodeParams);
+NPURT_API npurtError_t npurtGraphHostNodeSetParams(npurtGraphNode_t node,
+                                                   const npurtHostNodeParams *pNodeParams);
+NPURT_API npurtError_t npurtGraphAddEmptyNode(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,
+                                              const npurtGraphNode_t *pDependencies,
+                                              size_t numDependencies);
+NPURT_API npurtError_t npurtGraphAddEventRecordNode(npurtGraphNode_t *pGraphNode,
+                                                    npurtGraph_t graph,
+                                                    const npurtGraphNode_t *pDependencies,
+                                                    size_t numDependencies, npurtEvent_t event);
+NPURT_API npurtError_t npurtGraphAddEventWaitNode(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,
+                                                  const npurtGraphNode_t *pDependencies,
+                                                  size_t numDependencies, npurtEvent_t event);
+NPURT_API npurtError_t npurtGraphEventRecordNodeGetEvent(npurtGraphNode_t node,
+                                                         npurtEvent_t *event_out);
+NPURT_API npurtError_t npurtGraphEventRecordNodeSetEvent(npurtGraphNode_t node, npurtEvent_t event);
+NPURT_API npurtError_t npurtGraphEventWaitNodeGetEvent(npurtGraphNode_t node,
+                                                       npurtEvent_t *event_out);
+NPURT_API npurtError_t npurtGraphEventWaitNodeSetEvent(npurtGraphNode_t node, npurtEvent_t event);
+/* Allocates at once (from the graph's device): nodeParams->dptr gets the
+ * address every launch uses. */
+NPURT_API npurtError_t npurtGraphAddMemAllocNode(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,
+                                                 const npurtGraphNode_t *pDependencies,
+                                                 size_t numDependencies,
+                                                 npurtMemAllocNodeParams *nodeParams);
+NPURT_API npurtError_t npurtGraphMemAllocNodeGetParams(npurtGraphNode_t node,
+                                                       npurtMemAllocNodeParams *params_out);
+/* dptr: memory of an alloc node of the same graph. */
+NPURT_API npurtError_t npurtGraphAddMemFreeNode(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,
+                                                const npurtGraphNode_t *pDependencies,
+                                                size_t numDependencies, void *dptr);
+NPURT_API npurtError_t npurtGraphMemFreeNodeGetParams(npurtGraphNode_t node, void *dptr_out);
+NPURT_API npurtError_t npurtGraphNodeGetType(npurtGraphNode_t node, npurtGraphNodeType *pType);
+/* The node lists: with a NULL array, *num gets the count; else up to *num
+ * are written and *num gets how many. */
+NPURT_API npurtError_t npurtGraphGetNodes(npurtGraph_t graph, npurtGraphNode_t *nodes,
+                                          size_t *numNodes);
+NPURT_API npurtError_t npurtGraphGetRootNodes(npurtGraph_t graph, npurtGraphNode_t *pRootNodes,
+                                              size_t *pNumRootNodes);
+NPURT_API npurtError_t npurtGraphGetEdges(npurtGraph_t graph, npurtGraphNode_t *from,
+                                          npurtGraphNode_t *to, size_t *numEdges);
+NPURT_API npurtError_t npurtGraphNodeGetDependencies(npurtGraphNode_t node,
+                                                     npurtGraphNode_t *pDependencies,
+                                                     size_t *pNumDependencies);
+NPURT_API npurtError_t npurtGraphNodeGetDependentNodes(npurtGraphNode_t node,
+                                                       npurtGraphNode_t *pDependentNodes,
+                                                       size_t *pNumDependentNodes);
+/* Edges from[i] -> to[i]; an edge that would close a cycle is refused. */
+NPURT_API npurtError_t npurtGraphAddDependencies(npurtGraph_t graph, const npurtGraphNode_t *from,
+                                                 const npurtGraphNode_t *to,
+                                                 size_t numDependencies);
+NPURT_API npurtError_t npurtGraphRemoveDependencies(npurtGraph_t graph,
+                                                    const npurtGraphNode_t *from,
+                                                    const npurtGraphNode_t *to,
+                                                    size_t numDependencies);
+NPURT_API npurtError_t npurtGraphDestroyNode(npurtGraphNode_t node);
+/* Graphviz text of the graph: nodes with their parameters, and edges. */
+NPURT_API npurtError_t npurtGraphDebugDotPrint(npurtGraph_t graph, const char *path,
+                                               unsigned int flags);
+
+/* Executable graphs. */
+NPURT_API npurtError_t npurtGraphInstantiate(npurtGraphExec_t *pGraphExec, npurtGraph_t graph,
+                                             unsigned long long flags);
+NPURT_API npurtError_t npurtGraphInstantiateWithFlags(npurtGraphExec_t *pGraphExec,
+                                                      npurtGraph_t graph, unsigned long long flags);
+/* Runs the graph on the stream, after the stream's earlier work and the
+ * executable graph's earlier launches. A node that faults fails the stream
+ * like any task; the report names the graph node and the call that made it. */
+NPURT_API npurtError_t npurtGraphLaunch(npurtGraphExec_t graphExec, npurtStream_t stream);
+NPURT_API npurtError_t npurtGraphUpload(npurtGraphExec_t graphExec, npurtStream_t stream);
+NPURT_API npurtError_t npurtGraphExecDestroy(npurtGraphExec_t graphExec);
+/* Takes the parameters of hGraph's nodes, if hGraph has the topology and
+ * node types of the graph graphExec was made from (else
+ * npurtErrorGraphExecUpdateFailure and resultInfo says why). */
+NPURT_API npurtError_t npurtGraphExecUpdate(npurtGraphExec_t graphExec, npurtGraph_t hGraph,
+                                            npurtGraphExecUpdateResultInfo *resultInfo);
+/* One node's parameters in an executable graph (node: of the graph it was
+ * made from); later launches use them. */
+NPURT_API npurtError_t npurtGraphExecKernelNodeSetParams(npurtGraphExec_t hGraphExec,
+                                                         npurtGraphNode_t node,
+                                                         const npurtOpDesc *pNodeParams);
+NPURT_API npurtError_t npurtGraphExecMemcpyNodeSetParams1D(npurtGraphExec_t hGraphExec,
+                                                           npurtGraphNode_t node, void *dst,
+                                                           const void *src, size_t count,
+                                                           npurtMemcpyKind kind);
+NPURT_API npurtError_t npurtGraphExecMemsetNodeSetParams(npurtGraphExec_t hGraphExec,
+                                                         npurtGraphNode_t node,
+                                                         const npurtMemsetParams *pNodeParams);
+NPURT_API npurtError_t npurtGraphExecHostNodeSetParams(npurtGraphExec_t hGraphExec,
+                                                       npurtGraphNode_t node,
+                                                       const npurtHostNodeParams *pNodeParams);
+NPURT_API npurtError_t npurtGraphExecEventRecordNodeSetEvent(npurtGraphExec_t hGraphExec,
+                                                             npurtGraphNode_t hNode,
+                                                             npurtEvent_t event);
+NPURT_API npurtError_t npurtGraphExecEventWaitNodeSetEvent(npurtGraphExec_t hGraphExec,
+                                                           npurtGraphNode_t hNode,
+                                                           npurtEvent_t event);
+
 /* The synchronous calls on the calling thread's per-thread default stream,
  * which NPURT_API_PER_THREAD_DEFAULT_STREAM makes npurtMemcpy, npurtMemcpy2D,
  * npurtMemset, npurtMemsetD16 and npurtMemsetD32. */
@@ -1078,6 +1350,13 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 #define npurtStreamAddCallback(st, cb, u, f) \
 	npurtStreamAddCallback(npurtPerThreadStream_(st), cb, u, f)
 #define npurtLaunchOp(desc, st) npurtLaunchOp(desc, npurtPerThreadStream_(st))
+#define npurtStreamBeginCapture(st, m) npurtStreamBeginCapture(npurtPerThreadStream_(st), m)
+#define npurtStreamEndCapture(st, g) npurtStreamEndCapture(npurtPerThreadStream_(st), g)
+#define npurtStreamIsCapturing(st, s) npurtStreamIsCapturing(npurtPerThreadStream_(st), s)
+#define npurtStreamGetCaptureInfo(st, s, i, g, d, n) \
+	npurtStreamGetCaptureInfo(npurtPerThreadStream_(st), s, i, g, d, n)
+#define npurtGraphLaunch(e, st) npurtGraphLaunch(e, npurtPerThreadStream_(st))
+#define npurtGraphUpload(e, st) npurtGraphUpload(e, npurtPerThreadStream_(st))
 #endif
 
 #endif /* NPURT_H */

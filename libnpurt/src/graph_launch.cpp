@@ -1,0 +1,180 @@
+// Launching an executable graph onto a stream: its plan's tasks go onto the
+// stream's batch whole (one job per run of one engine class), host
+// functions and event waits behind the stream's worker as the enqueue calls
+// put them, and the batch is submitted by the stream's flusher, so that the
+// launching thread makes no system call.
+#include <thread>
+
+#include "error.h"
+#include "graph.h"
+#include "stream.h"
+
+namespace npurt {
+namespace {
+
+uint64_t tasksFrom(const GraphPlan &plan, size_t from)
+{
+	uint64_t n = 0;
+	for (size_t i = from; i < plan.steps.size(); i++)
+		n += plan.steps[i].tasks.size();
+	return n;
+}
+
+// The events the plan records from step `from` on, as the stream they are
+// recorded on (and its task count) sees them now.
+void markRecords(const GraphPlan &plan, size_t from, Stream *s, uint64_t serial, uint64_t tasks)
+{
+	for (size_t i = from; i < plan.steps.size(); i++) {
+		const PlanStep &st = plan.steps[i];
+		Event *ev = nullptr;
+		if (st.kind != PlanStep::Record || resolveEvent(st.event, &ev, "npurtGraphLaunch"))
+			continue;
+		ev->setPending(s);
+		ev->setOrder(serial, tasks);
+	}
+	npurtGetLastError();
+}
+
+}  // namespace
+
+void Stream::appendStep(const PlanStep &step)
+{
+	if (profiling()) {
+		// Each task gets its timestamps.
+		for (const TaskInfo &t : step.tasks)
+			append(step.engineClass, step.cmds.data() + t.cmdBegin,
+			       t.cmdEnd - t.cmdBegin, t);
+		return;
+	}
+	const auto base = static_cast<uint32_t>(batch_.cmds.size());
+	batch_.cmds.append(step.cmds.data(), step.cmds.size());
+	batch_.engineClass = static_cast<int>(step.engineClass);
+	for (const TaskInfo &t : step.tasks) {
+		batch_.tasks.push_back(t);
+		batch_.tasks.back().cmdBegin += base;
+		batch_.tasks.back().cmdEnd += base;
+	}
+	appended_ += step.tasks.size();
+}
+
+npurtError_t Stream::runPlan(const std::shared_ptr<const GraphPlan> &plan, size_t from, bool marked,
+                             const char *api)
+{
+	// The rest of the plan after step i goes behind the worker's task; its
+	// records are pending from now on, as a deferred npurtEventRecord's.
+	auto rest = [this, &plan, api, marked](size_t i) {
+		const uint64_t later = tasksFrom(*plan, i + 1);
+		if (!marked)
+			markRecords(*plan, i + 1, this, serial_,
+			            appended_ + deferredTasks_ + later);
+		deferredTasks_ += later;
+		defer([this, plan, i, later, api] {
+			std::scoped_lock l(submitMutex_, mutex_);
+			deferredTasks_ -= later;
+			if (runPlan(plan, i + 1, true, api) && !failed_)
+				fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(), true);
+			npurtGetLastError();
+		});
+	};
+	for (size_t i = from; i < plan->steps.size(); i++) {
+		const PlanStep &st = plan->steps[i];
+		if (st.kind == PlanStep::Tasks) {
+			if (!batch_.tasks.empty() &&
+			    (batch_.engineClass != static_cast<int>(st.engineClass) ||
+			     batch_.cmds.size() + st.cmds.size() > kBatchBytes ||
+			     batch_.tasks.size() + st.tasks.size() > kBatchTasks))
+				if (npurtError_t err = flushBatch(api))
+					return err;
+			appendStep(st);
+			continue;
+		}
+		if (npurtError_t err = flushWaits(api))
+			return err;
+		if (st.kind == PlanStep::Host) {
+			defer([this, fn = st.host, after = st.afterFailure, api] {
+				runHost(fn, after, api);
+			});
+			rest(i);
+			return npurtSuccess;
+		}
+		Event *ev = nullptr;
+		if (npurtError_t err = resolveEvent(st.event, &ev, api))
+			return setError(err, std::string(api) +
+			                             ": an event of the graph was destroyed (" +
+			                             npurtGetLastErrorMessage() + ")");
+		if (st.kind == PlanStep::Record) {
+			if (!marked) {
+				ev->setPending(this);
+				ev->setOrder(serial_, appended_ + deferredTasks_);
+			}
+			if (npurtError_t err = recordNow(*ev, api))
+				return err;
+			continue;
+		}
+		if (std::shared_ptr<RecordTicket> t = ev->pendingRecord()) {
+			// Recorded behind a host function: waited for by the worker.
+			defer([this, t, api] {
+				Point p = t->wait();
+				std::scoped_lock l(submitMutex_, mutex_);
+				if (p && !failed_ && addWait(p, api))
+					fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(),
+					     true);
+			});
+			rest(i);
+			return npurtSuccess;
+		}
+		Stream *src = nullptr;
+		uint64_t slot = 0;
+		Context *evCtx = nullptr;
+		if (Point p = ev->point(&src, &slot, &evCtx, 0))
+			if (npurtError_t err = addWait(p, api))
+				return err;
+	}
+	if (batch_.tasks.empty())
+		return npurtSuccess;
+	if (launchBlocking())
+		return flushBatch(api);
+	// No gathering: the graph is the batch.
+	gather_ = false;
+	if (!flusher_.joinable())
+		flusher_ = std::thread([this] { flusherLoop(); });
+	flushCv_.notify_one();
+	return npurtSuccess;
+}
+
+npurtError_t Stream::launchGraph(const std::shared_ptr<const GraphPlan> &plan, const char *api)
+{
+	if (capturing())
+		return captureRefuse(api, "launching a graph into a capture (child graphs)");
+	if (!onWorker())
+		if (npurtError_t err = legacyOrder(api))
+			return err;
+	std::scoped_lock lock(submitMutex_, mutex_);
+	if (failed_)
+		return setError(failed_, std::string(api) + ": " + failMessage_);
+	if ((!deferred_.empty() || workerBusy_) && !onWorker()) {
+		markRecords(*plan, 0, this, serial_, appended_ + deferredTasks_ + plan->taskCount);
+		deferredTasks_ += plan->taskCount;
+		defer([this, plan, api] {
+			std::scoped_lock l(submitMutex_, mutex_);
+			deferredTasks_ -= plan->taskCount;
+			if (runPlan(plan, 0, true, api) && !failed_)
+				fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(), true);
+			npurtGetLastError();
+		});
+		return npurtSuccess;
+	}
+	return runPlan(plan, 0, false, api);
+}
+
+npurtError_t Stream::waitFor(const Point &p, const char *api)
+{
+	std::scoped_lock lock(submitMutex_, mutex_);
+	if (failed_)
+		return setError(failed_, std::string(api) + ": " + failMessage_);
+	if (npurtError_t err = flushBatch(api))
+		return err;
+	return addWait(p, api);
+}
+
+}  // namespace npurt

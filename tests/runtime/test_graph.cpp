@@ -1,0 +1,919 @@
+// Graphs against the real module (run in the VM): stream capture with
+// fork/join replayed 1000 times, the calls a capture forbids and the errors
+// it gives, explicit graphs and their structure calls, executable graph
+// updates, graph memory, a fault inside a replayed graph, launch order
+// across streams, threads.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gate.h"
+#include "npurt/npurt.h"
+#include "vm_knobs.h"
+
+namespace {
+
+constexpr size_t kN = 256;  // floats per buffer
+
+std::string lastMessage()
+{
+	return npurtGetLastErrorMessage();
+}
+
+bool contains(const std::string &s, const std::string &needle)
+{
+	return s.find(needle) != std::string::npos;
+}
+
+npurtOpDesc addOp(const float *a, const float *b, float *out, uint64_t n = kN)
+{
+	npurtOpDesc d{};
+	d.op = npurtOpAdd;
+	d.dtype = npurtFloat32;
+	d.outDtype = npurtFloat32;
+	d.a = a;
+	d.b = b;
+	d.out = out;
+	d.n = n;
+	return d;
+}
+
+// Device buffers of kN floats, and a pinned one to read them through.
+class Graphs : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
+		for (auto &b : buf_)
+			ASSERT_EQ(npurtMalloc(reinterpret_cast<void **>(&b), kN * 4), npurtSuccess);
+		ASSERT_EQ(npurtMallocHost(reinterpret_cast<void **>(&host_), kN * 4), npurtSuccess);
+		for (auto &s : s_)
+			ASSERT_EQ(npurtStreamCreateWithFlags(&s, npurtStreamNonBlocking),
+			          npurtSuccess);
+		// ones and twos
+		fill(buf_[0], 1.0f);
+		fill(buf_[1], 2.0f);
+	}
+	void TearDown() override
+	{
+		for (auto &s : s_) {
+			npurtStreamCaptureStatus st = npurtStreamCaptureStatusNone;
+			if (npurtStreamIsCapturing(s, &st) == npurtSuccess &&
+			    st != npurtStreamCaptureStatusNone) {
+				npurtGraph_t g = nullptr;
+				npurtStreamEndCapture(s, &g);
+				if (g)
+					npurtGraphDestroy(g);
+			}
+			npurtStreamDestroy(s);
+		}
+		for (auto &b : buf_)
+			npurtFree(b);
+		npurtFreeHost(host_);
+		npurtGetLastError();
+	}
+	void fill(float *d, float v)
+	{
+		for (size_t i = 0; i < kN; i++)
+			host_[i] = v;
+		ASSERT_EQ(npurtMemcpy(d, host_, kN * 4, npurtMemcpyHostToDevice), npurtSuccess);
+	}
+	// Whether every float of d is v.
+	bool holds(const float *d, float v)
+	{
+		if (npurtMemcpy(host_, d, kN * 4, npurtMemcpyDeviceToHost) != npurtSuccess)
+			return false;
+		for (size_t i = 0; i < kN; i++)
+			if (host_[i] != v)
+				return false;
+		return true;
+	}
+	size_t nodeCount(npurtGraph_t g)
+	{
+		size_t n = 0;
+		EXPECT_EQ(npurtGraphGetNodes(g, nullptr, &n), npurtSuccess);
+		return n;
+	}
+
+	float *buf_[6] = {};
+	float *host_ = nullptr;
+	npurtStream_t s_[3] = {};
+};
+
+TEST_F(Graphs, ForkJoinAcrossThreeStreamsReplayed1000Times)
+{
+	float *ones = buf_[0], *twos = buf_[1], *acc1 = buf_[2], *acc2 = buf_[3], *sum = buf_[4];
+	ASSERT_EQ(npurtMemset(acc1, 0, kN * 4), npurtSuccess);
+	ASSERT_EQ(npurtMemset(acc2, 0, kN * 4), npurtSuccess);
+	npurtEvent_t fork = nullptr, j1 = nullptr, j2 = nullptr;
+	ASSERT_EQ(npurtEventCreateWithFlags(&fork, npurtEventDisableTiming), npurtSuccess);
+	ASSERT_EQ(npurtEventCreateWithFlags(&j1, npurtEventDisableTiming), npurtSuccess);
+	ASSERT_EQ(npurtEventCreateWithFlags(&j2, npurtEventDisableTiming), npurtSuccess);
+
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	ASSERT_EQ(npurtEventRecord(fork, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamWaitEvent(s_[1], fork, 0), npurtSuccess);
+	ASSERT_EQ(npurtStreamWaitEvent(s_[2], fork, 0), npurtSuccess);
+	npurtStreamCaptureStatus st = npurtStreamCaptureStatusNone;
+	ASSERT_EQ(npurtStreamIsCapturing(s_[1], &st), npurtSuccess);
+	EXPECT_EQ(st, npurtStreamCaptureStatusActive) << "a forked stream joins the capture";
+	npurtOpDesc d1 = addOp(acc1, ones, acc1), d2 = addOp(acc2, twos, acc2);
+	ASSERT_EQ(npurtLaunchOp(&d1, s_[1]), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtLaunchOp(&d2, s_[2]), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtEventRecord(j1, s_[1]), npurtSuccess);
+	ASSERT_EQ(npurtEventRecord(j2, s_[2]), npurtSuccess);
+	ASSERT_EQ(npurtStreamWaitEvent(s_[0], j1, 0), npurtSuccess);
+	ASSERT_EQ(npurtStreamWaitEvent(s_[0], j2, 0), npurtSuccess);
+	npurtOpDesc d3 = addOp(acc1, acc2, sum);
+	ASSERT_EQ(npurtLaunchOp(&d3, s_[0]), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s_[0], &g), npurtSuccess) << lastMessage();
+	ASSERT_NE(g, nullptr);
+	EXPECT_EQ(npurtStreamIsCapturing(s_[1], &st), npurtSuccess);
+	EXPECT_EQ(st, npurtStreamCaptureStatusNone) << "the end takes every stream out";
+	// Nothing ran during the capture.
+	EXPECT_TRUE(holds(acc1, 0.0f));
+
+	ASSERT_EQ(nodeCount(g), 3u);
+	size_t roots = 0;
+	ASSERT_EQ(npurtGraphGetRootNodes(g, nullptr, &roots), npurtSuccess);
+	EXPECT_EQ(roots, 2u) << "the two forked ops depend on nothing in the graph";
+	size_t edges = 0;
+	ASSERT_EQ(npurtGraphGetEdges(g, nullptr, nullptr, &edges), npurtSuccess);
+	EXPECT_EQ(edges, 2u) << "the join: the sum after both";
+
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess) << lastMessage();
+	for (int i = 0; i < 1000; i++)
+		ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess) << i << " " << lastMessage();
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess) << lastMessage();
+	EXPECT_TRUE(holds(acc1, 1000.0f));
+	EXPECT_TRUE(holds(acc2, 2000.0f));
+	EXPECT_TRUE(holds(sum, 3000.0f)) << "the join ran after both branches every time";
+	EXPECT_EQ(npurtGraphExecDestroy(exec), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtErrorInvalidValue) << "destroyed twice";
+	npurtGetLastError();
+	for (auto e : {fork, j1, j2})
+		npurtEventDestroy(e);
+}
+
+TEST_F(Graphs, CaptureInfoNamesTheStreamsDependencies)
+{
+	npurtStreamCaptureStatus st = npurtStreamCaptureStatusActive;
+	unsigned long long id = 1;
+	ASSERT_EQ(npurtStreamGetCaptureInfo(s_[0], &st, &id, nullptr, nullptr, nullptr),
+	          npurtSuccess);
+	EXPECT_EQ(st, npurtStreamCaptureStatusNone);
+	EXPECT_EQ(id, 0u);
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeThreadLocal), npurtSuccess);
+	const npurtGraphNode_t *deps = nullptr;
+	size_t n = 99;
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtStreamGetCaptureInfo(s_[0], &st, &id, &g, &deps, &n), npurtSuccess);
+	EXPECT_EQ(st, npurtStreamCaptureStatusActive);
+	EXPECT_NE(id, 0u);
+	EXPECT_NE(g, nullptr);
+	EXPECT_EQ(n, 0u);
+	ASSERT_EQ(npurtMemsetAsync(buf_[2], 0, kN * 4, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamGetCaptureInfo(s_[0], &st, nullptr, nullptr, &deps, &n), npurtSuccess);
+	ASSERT_EQ(n, 1u);
+	npurtGraphNodeType type = npurtGraphNodeTypeEmpty;
+	npurtGraph_t out = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s_[0], &out), npurtSuccess);
+	ASSERT_EQ(nodeCount(out), 1u);
+	npurtGraphNode_t node = nullptr;
+	size_t one = 1;
+	ASSERT_EQ(npurtGraphGetNodes(out, &node, &one), npurtSuccess);
+	EXPECT_EQ(node, deps[0]) << "the dependency named during the capture is the node";
+	ASSERT_EQ(npurtGraphNodeGetType(node, &type), npurtSuccess);
+	EXPECT_EQ(type, npurtGraphNodeTypeMemset);
+	npurtGraphDestroy(out);
+}
+
+TEST_F(Graphs, ForbiddenCallsFailAndInvalidateTheCapture)
+{
+	struct Case {
+		const char *what;
+		std::function<npurtError_t()> call;
+	};
+	float *d = buf_[2];
+	std::vector<char> pageable(kN * 4);
+	npurtStream_t s = s_[0];
+	std::vector<Case> cases = {
+	        {"synchronize the stream", [&] { return npurtStreamSynchronize(s); }},
+	        {"query the stream", [&] { return npurtStreamQuery(s); }},
+	        {"npurtMalloc",
+	         [&] {
+		         void *p = nullptr;
+		         return npurtMalloc(&p, 4096);
+	         }},
+	        {"npurtDeviceSynchronize", [&] { return npurtDeviceSynchronize(); }},
+	        {"a pageable copy",
+	         [&] {
+		         return npurtMemcpyAsync(d, pageable.data(), kN * 4,
+		                                 npurtMemcpyHostToDevice, s);
+	         }},
+	};
+	for (const Case &c : cases) {
+		ASSERT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess)
+		        << c.what;
+		ASSERT_EQ(npurtMemsetAsync(d, 0, kN * 4, s), npurtSuccess);
+		EXPECT_EQ(c.call(), npurtErrorStreamCaptureUnsupported) << c.what;
+		EXPECT_TRUE(contains(lastMessage(), "captur")) << lastMessage();
+		npurtStreamCaptureStatus st = npurtStreamCaptureStatusNone;
+		ASSERT_EQ(npurtStreamIsCapturing(s, &st), npurtSuccess);
+		EXPECT_EQ(st, npurtStreamCaptureStatusInvalidated) << c.what;
+		// Later captured calls fail too.
+		EXPECT_EQ(npurtMemsetAsync(d, 0, kN * 4, s), npurtErrorStreamCaptureInvalidated)
+		        << c.what;
+		npurtGraph_t g = reinterpret_cast<npurtGraph_t>(1);
+		EXPECT_EQ(npurtStreamEndCapture(s, &g), npurtErrorStreamCaptureInvalidated)
+		        << c.what;
+		EXPECT_EQ(g, nullptr);
+		npurtGetLastError();
+		// The stream works normally after.
+		ASSERT_EQ(npurtMemsetAsync(d, 0, kN * 4, s), npurtSuccess) << c.what;
+		ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess) << c.what;
+	}
+}
+
+TEST_F(Graphs, RelaxedAndThreadLocalModesAllowWhatTheyShould)
+{
+	void *p = nullptr;
+	// Relaxed: npurtMalloc is fine and the capture goes on.
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeRelaxed), npurtSuccess);
+	ASSERT_EQ(npurtMalloc(&p, 4096), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtFree(p), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s_[0], &g), npurtSuccess) << lastMessage();
+	npurtGraphDestroy(g);
+
+	// Another thread's global capture forbids this thread's unsafe calls
+	// (its mode is global), unless it switches itself to relaxed; a
+	// thread-local capture does not.
+	for (npurtStreamCaptureMode mode :
+	     {npurtStreamCaptureModeGlobal, npurtStreamCaptureModeThreadLocal}) {
+		std::atomic<int> phase{0};
+		npurtError_t fromOther = npurtSuccess, relaxedOther = npurtErrorUnknown;
+		std::thread other([&] {
+			npurtSetDevice(0);
+			while (phase.load() != 1)
+				std::this_thread::yield();
+			void *q = nullptr;
+			fromOther = npurtMalloc(&q, 4096);
+			if (!fromOther)
+				npurtFree(q);
+			npurtGetLastError();
+			npurtStreamCaptureMode m = npurtStreamCaptureModeRelaxed;
+			npurtThreadExchangeStreamCaptureMode(&m);
+			EXPECT_EQ(m, npurtStreamCaptureModeGlobal);
+			relaxedOther = npurtMalloc(&q, 4096);
+			if (!relaxedOther)
+				npurtFree(q);
+			npurtThreadExchangeStreamCaptureMode(&m);
+			phase = 2;
+		});
+		ASSERT_EQ(npurtStreamBeginCapture(s_[0], mode), npurtSuccess);
+		phase = 1;
+		other.join();
+		npurtGraph_t out = nullptr;
+		npurtError_t end = npurtStreamEndCapture(s_[0], &out);
+		if (mode == npurtStreamCaptureModeGlobal) {
+			EXPECT_EQ(fromOther, npurtErrorStreamCaptureUnsupported);
+			EXPECT_EQ(end, npurtErrorStreamCaptureInvalidated);
+		} else {
+			EXPECT_EQ(fromOther, npurtSuccess);
+			EXPECT_EQ(end, npurtSuccess);
+		}
+		EXPECT_EQ(relaxedOther, npurtSuccess) << "a relaxed thread is never forbidden";
+		if (out)
+			npurtGraphDestroy(out);
+		npurtGetLastError();
+	}
+	npurtStreamCaptureMode bad = static_cast<npurtStreamCaptureMode>(7);
+	EXPECT_EQ(npurtThreadExchangeStreamCaptureMode(&bad), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtThreadExchangeStreamCaptureMode(nullptr), npurtErrorInvalidValue);
+	npurtGetLastError();
+}
+
+TEST_F(Graphs, CaptureErrorsHaveTheirOwnCodes)
+{
+	npurtGraph_t g = nullptr;
+	EXPECT_EQ(npurtStreamEndCapture(s_[0], &g), npurtErrorIllegalState) << "not capturing";
+	EXPECT_EQ(npurtStreamEndCapture(s_[0], nullptr), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtStreamBeginCapture(nullptr, npurtStreamCaptureModeGlobal),
+	          npurtErrorStreamCaptureUnsupported)
+	        << "the legacy default stream cannot capture";
+	EXPECT_EQ(npurtStreamBeginCapture(s_[0], static_cast<npurtStreamCaptureMode>(3)),
+	          npurtErrorInvalidValue);
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	EXPECT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal),
+	          npurtErrorIllegalState);
+
+	// A captured event outside the capture.
+	npurtEvent_t e = nullptr, outside = nullptr;
+	ASSERT_EQ(npurtEventCreate(&e), npurtSuccess);
+	ASSERT_EQ(npurtEventCreate(&outside), npurtSuccess);
+	ASSERT_EQ(npurtEventRecord(outside, s_[2]), npurtSuccess);
+	ASSERT_EQ(npurtEventRecord(e, s_[0]), npurtSuccess);
+	EXPECT_EQ(npurtEventQuery(e), npurtErrorCapturedEvent);
+	EXPECT_EQ(npurtEventSynchronize(e), npurtErrorCapturedEvent);
+	float ms = 0;
+	EXPECT_EQ(npurtEventElapsedTime(&ms, outside, e), npurtErrorCapturedEvent);
+	// A forked stream cannot end the capture; the wrong thread cannot either.
+	ASSERT_EQ(npurtStreamWaitEvent(s_[1], e, 0), npurtSuccess);
+	std::thread t([&] {
+		npurtGraph_t tg = nullptr;
+		EXPECT_EQ(npurtStreamEndCapture(s_[0], &tg), npurtErrorStreamCaptureWrongThread);
+	});
+	t.join();
+	EXPECT_EQ(npurtStreamEndCapture(s_[1], &g), npurtErrorStreamCaptureUnmatched);
+	EXPECT_EQ(npurtStreamEndCapture(s_[0], &g), npurtErrorStreamCaptureInvalidated);
+	EXPECT_EQ(g, nullptr);
+
+	// Unjoined work.
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	ASSERT_EQ(npurtEventRecord(e, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamWaitEvent(s_[1], e, 0), npurtSuccess);
+	ASSERT_EQ(npurtMemsetAsync(buf_[2], 0, kN * 4, s_[1]), npurtSuccess);
+	EXPECT_EQ(npurtStreamEndCapture(s_[0], &g), npurtErrorStreamCaptureUnjoined);
+	EXPECT_TRUE(contains(lastMessage(), "graph node 1")) << lastMessage();
+	EXPECT_EQ(g, nullptr);
+	npurtStreamCaptureStatus st = npurtStreamCaptureStatusActive;
+	ASSERT_EQ(npurtStreamIsCapturing(s_[1], &st), npurtSuccess);
+	EXPECT_EQ(st, npurtStreamCaptureStatusNone);
+
+	// A wait for an event recorded outside the capture.
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	EXPECT_EQ(npurtStreamWaitEvent(s_[0], outside, 0), npurtErrorStreamCaptureIsolation);
+	EXPECT_EQ(npurtStreamEndCapture(s_[0], &g), npurtErrorStreamCaptureInvalidated);
+
+	// Two captures cannot merge.
+	npurtEvent_t e2 = nullptr;
+	ASSERT_EQ(npurtEventCreate(&e2), npurtSuccess);
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeRelaxed), npurtSuccess);
+	ASSERT_EQ(npurtStreamBeginCapture(s_[1], npurtStreamCaptureModeRelaxed), npurtSuccess);
+	ASSERT_EQ(npurtEventRecord(e2, s_[0]), npurtSuccess);
+	EXPECT_EQ(npurtStreamWaitEvent(s_[1], e2, 0), npurtErrorStreamCaptureMerge);
+	EXPECT_EQ(npurtStreamEndCapture(s_[1], &g), npurtErrorStreamCaptureInvalidated);
+	ASSERT_EQ(npurtStreamEndCapture(s_[0], &g), npurtSuccess);
+	npurtGraphDestroy(g);
+	// The event of an ended capture.
+	EXPECT_EQ(npurtStreamWaitEvent(s_[2], e2, 0), npurtErrorCapturedEvent);
+	ASSERT_EQ(npurtEventRecord(e2, s_[2]), npurtSuccess);
+	EXPECT_EQ(npurtEventSynchronize(e2), npurtSuccess) << "a record outside ends it";
+
+	// The legacy default stream while a blocking stream captures.
+	npurtStream_t blocking = nullptr;
+	ASSERT_EQ(npurtStreamCreate(&blocking), npurtSuccess);
+	ASSERT_EQ(npurtStreamBeginCapture(blocking, npurtStreamCaptureModeRelaxed), npurtSuccess);
+	EXPECT_EQ(npurtMemsetAsync(buf_[2], 0, kN * 4, nullptr), npurtErrorStreamCaptureImplicit);
+	EXPECT_EQ(npurtStreamEndCapture(blocking, &g), npurtErrorStreamCaptureInvalidated);
+	EXPECT_EQ(npurtMemsetAsync(buf_[2], 0, kN * 4, nullptr), npurtSuccess);
+	EXPECT_EQ(npurtStreamDestroy(blocking), npurtSuccess);
+	npurtGetLastError();
+	for (auto ev : {e, outside, e2})
+		npurtEventDestroy(ev);
+}
+
+TEST_F(Graphs, DestroyingAStreamOfTheCaptureInvalidatesIt)
+{
+	npurtStream_t extra = nullptr;
+	npurtEvent_t e = nullptr;
+	ASSERT_EQ(npurtStreamCreateWithFlags(&extra, npurtStreamNonBlocking), npurtSuccess);
+	ASSERT_EQ(npurtEventCreate(&e), npurtSuccess);
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	ASSERT_EQ(npurtEventRecord(e, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamWaitEvent(extra, e, 0), npurtSuccess);
+	ASSERT_EQ(npurtStreamDestroy(extra), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	EXPECT_EQ(npurtStreamEndCapture(s_[0], &g), npurtErrorStreamCaptureInvalidated);
+	EXPECT_TRUE(contains(lastMessage(), "destroyed")) << lastMessage();
+	// The origin stream itself: the capture goes with it.
+	npurtStream_t origin = nullptr;
+	ASSERT_EQ(npurtStreamCreateWithFlags(&origin, npurtStreamNonBlocking), npurtSuccess);
+	ASSERT_EQ(npurtStreamBeginCapture(origin, npurtStreamCaptureModeGlobal), npurtSuccess);
+	ASSERT_EQ(npurtMemsetAsync(buf_[2], 0, kN * 4, origin), npurtSuccess);
+	ASSERT_EQ(npurtStreamDestroy(origin), npurtSuccess);
+	void *p = nullptr;
+	EXPECT_EQ(npurtMalloc(&p, 4096), npurtSuccess) << "no capture is left to forbid it";
+	npurtFree(p);
+	npurtEventDestroy(e);
+	npurtGetLastError();
+}
+
+void countHost(void *p)
+{
+	++*static_cast<int *>(p);
+}
+
+TEST_F(Graphs, ExplicitGraphBuiltNodeByNode)
+{
+	float *ones = buf_[0], *x = buf_[2], *y = buf_[3];
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&g, 0), npurtSuccess);
+	float *src = nullptr;  // read by every launch: apart from holds()'s buffer
+	ASSERT_EQ(npurtMallocHost(reinterpret_cast<void **>(&src), kN * 4), npurtSuccess);
+	for (size_t i = 0; i < kN; i++)
+		src[i] = 5.0f;
+	npurtGraphNode_t copy = nullptr, set = nullptr, op = nullptr, host = nullptr, rec = nullptr;
+	ASSERT_EQ(npurtGraphAddMemcpyNode1D(&copy, g, nullptr, 0, x, src, kN * 4,
+	                                    npurtMemcpyHostToDevice),
+	          npurtSuccess)
+	        << lastMessage();
+	npurtMemsetParams mp{};
+	mp.dst = y;
+	mp.value = 0;
+	mp.elementSize = 4;
+	mp.width = kN;
+	mp.height = 1;
+	ASSERT_EQ(npurtGraphAddMemsetNode(&set, g, nullptr, 0, &mp), npurtSuccess) << lastMessage();
+	npurtOpDesc d = addOp(x, ones, y);
+	npurtGraphNode_t both[2] = {copy, set};
+	ASSERT_EQ(npurtGraphAddKernelNode(&op, g, both, 2, &d), npurtSuccess) << lastMessage();
+	int runs = 0;
+	npurtHostNodeParams hp{countHost, &runs};
+	ASSERT_EQ(npurtGraphAddHostNode(&host, g, &op, 1, &hp), npurtSuccess);
+	npurtEvent_t ev = nullptr;
+	ASSERT_EQ(npurtEventCreate(&ev), npurtSuccess);
+	ASSERT_EQ(npurtGraphAddEventRecordNode(&rec, g, &host, 1, ev), npurtSuccess);
+
+	// Structure.
+	EXPECT_EQ(nodeCount(g), 5u);
+	npurtGraphNodeType type{};
+	ASSERT_EQ(npurtGraphNodeGetType(op, &type), npurtSuccess);
+	EXPECT_EQ(type, npurtGraphNodeTypeKernel);
+	size_t n = 0;
+	ASSERT_EQ(npurtGraphNodeGetDependencies(op, nullptr, &n), npurtSuccess);
+	EXPECT_EQ(n, 2u);
+	npurtGraphNode_t deps[4] = {};
+	n = 4;
+	ASSERT_EQ(npurtGraphNodeGetDependencies(op, deps, &n), npurtSuccess);
+	EXPECT_EQ(n, 2u);
+	EXPECT_EQ(deps[2], nullptr) << "the rest of a longer array is NULL";
+	ASSERT_EQ(npurtGraphNodeGetDependentNodes(op, deps, &n), npurtSuccess);
+	EXPECT_EQ(n, 1u);
+	EXPECT_EQ(deps[0], host);
+	npurtOpDesc back{};
+	ASSERT_EQ(npurtGraphKernelNodeGetParams(op, &back), npurtSuccess);
+	EXPECT_EQ(back.out, y);
+	EXPECT_EQ(back.n, kN);
+	npurtHostNodeParams hb{};
+	ASSERT_EQ(npurtGraphHostNodeGetParams(host, &hb), npurtSuccess);
+	EXPECT_EQ(hb.userData, &runs);
+	npurtEvent_t evBack = nullptr;
+	ASSERT_EQ(npurtGraphEventRecordNodeGetEvent(rec, &evBack), npurtSuccess);
+	EXPECT_EQ(evBack, ev);
+	EXPECT_EQ(npurtGraphKernelNodeGetParams(host, &back), npurtErrorInvalidValue)
+	        << "not an op node";
+	// A cycle is refused and leaves the edges as they were.
+	size_t edges = 0;
+	ASSERT_EQ(npurtGraphGetEdges(g, nullptr, nullptr, &edges), npurtSuccess);
+	EXPECT_EQ(npurtGraphAddDependencies(g, &rec, &copy, 1), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "cycle")) << lastMessage();
+	size_t after = 0;
+	ASSERT_EQ(npurtGraphGetEdges(g, nullptr, nullptr, &after), npurtSuccess);
+	EXPECT_EQ(after, edges);
+	std::vector<npurtGraphNode_t> from(edges), to(edges);
+	ASSERT_EQ(npurtGraphGetEdges(g, from.data(), to.data(), &after), npurtSuccess);
+	EXPECT_EQ(to[0], op);
+
+	// Dot output.
+	const char *path = "/tmp/npurt_test_graph.dot";
+	ASSERT_EQ(npurtGraphDebugDotPrint(g, path, npurtGraphDebugDotFlagsVerbose), npurtSuccess);
+	std::ifstream f(path);
+	std::stringstream text;
+	text << f.rdbuf();
+	EXPECT_TRUE(contains(text.str(), "digraph")) << text.str();
+	EXPECT_TRUE(contains(text.str(), "op add f32 256")) << text.str();
+	EXPECT_TRUE(contains(text.str(), "n3 -> n4")) << text.str();
+	EXPECT_EQ(npurtGraphDebugDotPrint(g, "/nonexistent/dir/x.dot", 0),
+	          npurtErrorOperatingSystem);
+
+	// A clone launches alike.
+	npurtGraph_t c = nullptr;
+	ASSERT_EQ(npurtGraphClone(&c, g), npurtSuccess);
+	npurtGraphNode_t opInClone = nullptr;
+	ASSERT_EQ(npurtGraphNodeFindInClone(&opInClone, op, c), npurtSuccess);
+	EXPECT_NE(opInClone, op);
+	ASSERT_EQ(npurtGraphNodeGetType(opInClone, &type), npurtSuccess);
+	EXPECT_EQ(type, npurtGraphNodeTypeKernel);
+	EXPECT_EQ(npurtGraphNodeFindInClone(&opInClone, op, g), npurtErrorInvalidValue);
+
+	npurtGraphExec_t exec = nullptr, execClone = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphInstantiateWithFlags(&execClone, c,
+	                                         npurtGraphInstantiateFlagAutoFreeOnLaunch),
+	          npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtEventSynchronize(ev), npurtSuccess) << lastMessage();
+	EXPECT_EQ(runs, 1) << "the record node after the host node";
+	EXPECT_TRUE(holds(y, 6.0f));
+	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(execClone, s_[1]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	EXPECT_EQ(runs, 2);
+	EXPECT_TRUE(holds(y, 6.0f));
+
+	// Node edits in the graph change later instantiations only.
+	mp.value = 0x40000000;  // 2.0f
+	ASSERT_EQ(npurtGraphMemsetNodeSetParams(set, &mp), npurtSuccess);
+	d = addOp(ones, ones, y);
+	ASSERT_EQ(npurtGraphKernelNodeSetParams(op, &d), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 6.0f)) << "the executable graph keeps its parameters";
+
+	// Removing nodes and edges.
+	ASSERT_EQ(npurtGraphRemoveDependencies(g, &host, &rec, 1), npurtSuccess);
+	EXPECT_EQ(npurtGraphRemoveDependencies(g, &host, &rec, 1), npurtErrorInvalidValue);
+	ASSERT_EQ(npurtGraphDestroyNode(rec), npurtSuccess);
+	EXPECT_EQ(nodeCount(g), 4u);
+	EXPECT_EQ(npurtGraphNodeGetType(rec, &type), npurtErrorInvalidValue) << "destroyed node";
+	npurtGetLastError();
+	EXPECT_EQ(npurtGraphExecDestroy(exec), npurtSuccess);
+	EXPECT_EQ(npurtGraphExecDestroy(exec), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphExecDestroy(execClone), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(c), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess);
+	npurtEventDestroy(ev);
+	npurtFreeHost(src);
+	npurtGetLastError();
+}
+
+TEST_F(Graphs, BadNodesAreRefusedAndLeaveTheGraphAsItWas)
+{
+	npurtGraph_t g = nullptr, other = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&g, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphCreate(&other, 0), npurtSuccess);
+	EXPECT_EQ(npurtGraphCreate(&g, 1), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphCreate(nullptr, 0), npurtErrorInvalidValue);
+	npurtGraphNode_t n = nullptr, foreign = nullptr;
+	ASSERT_EQ(npurtGraphAddEmptyNode(&foreign, other, nullptr, 0), npurtSuccess);
+	// An operand that is not device memory.
+	std::vector<float> pageable(kN);
+	npurtOpDesc d = addOp(pageable.data(), buf_[0], buf_[2]);
+	EXPECT_EQ(npurtGraphAddKernelNode(&n, g, nullptr, 0, &d), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "operand a")) << lastMessage();
+	d = addOp(buf_[0], buf_[1], buf_[2], kN * 2);
+	EXPECT_EQ(npurtGraphAddKernelNode(&n, g, nullptr, 0, &d), npurtErrorInvalidValue)
+	        << "overruns its allocation";
+	d = addOp(buf_[0], buf_[1], buf_[2]);
+	EXPECT_EQ(npurtGraphAddKernelNode(&n, g, &foreign, 1, &d), npurtErrorInvalidValue)
+	        << "a dependency of another graph";
+	EXPECT_EQ(npurtGraphAddKernelNode(&n, g, nullptr, 1, &d), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphAddKernelNode(nullptr, g, nullptr, 0, &d), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphAddKernelNode(&n, g, nullptr, 0, nullptr), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphAddMemcpyNode1D(&n, g, nullptr, 0, buf_[2], pageable.data(), kN * 4,
+	                                    npurtMemcpyHostToDevice),
+	          npurtErrorStreamCaptureUnsupported)
+	        << "pageable memory cannot be replayed";
+	EXPECT_EQ(npurtGraphAddMemcpyNode1D(&n, g, nullptr, 0, buf_[2], buf_[0], 0,
+	                                    npurtMemcpyDeviceToDevice),
+	          npurtErrorInvalidValue);
+	npurtMemsetParams mp{};
+	mp.dst = buf_[2];
+	mp.elementSize = 3;
+	mp.width = 4;
+	mp.height = 1;
+	EXPECT_EQ(npurtGraphAddMemsetNode(&n, g, nullptr, 0, &mp), npurtErrorInvalidValue);
+	mp.elementSize = 4;
+	mp.height = 2;
+	mp.pitch = 8;
+	EXPECT_EQ(npurtGraphAddMemsetNode(&n, g, nullptr, 0, &mp), npurtErrorInvalidValue)
+	        << "pitch below a row";
+	mp.width = kN * 2;
+	mp.height = 1;
+	EXPECT_EQ(npurtGraphAddMemsetNode(&n, g, nullptr, 0, &mp), npurtErrorInvalidValue)
+	        << "overruns";
+	npurtHostNodeParams hp{nullptr, nullptr};
+	EXPECT_EQ(npurtGraphAddHostNode(&n, g, nullptr, 0, &hp), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphAddEventRecordNode(&n, g, nullptr, 0, nullptr),
+	          npurtErrorInvalidHandle);
+	EXPECT_EQ(nodeCount(g), 0u) << "every refused node left nothing behind";
+
+	npurtGraphExec_t exec = nullptr;
+	EXPECT_EQ(npurtGraphInstantiate(&exec, g, npurtGraphInstantiateFlagDeviceLaunch),
+	          npurtErrorNotSupported);
+	EXPECT_EQ(npurtGraphInstantiate(&exec, g, 1ull << 40), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphLaunch(nullptr, s_[0]), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphLaunch(reinterpret_cast<npurtGraphExec_t>(g), s_[0]),
+	          npurtErrorInvalidValue);
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess) << "an empty graph is fine";
+	EXPECT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	EXPECT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_EQ(npurtGraphExecDestroy(exec), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(other), npurtSuccess);
+	EXPECT_EQ(npurtGraphAddEmptyNode(&n, other, nullptr, 0), npurtErrorInvalidValue)
+	        << "a destroyed graph";
+	EXPECT_EQ(npurtGraphNodeGetType(foreign, nullptr), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess);
+	npurtGetLastError();
+}
+
+// Captures memset(value) then y = x + y into a graph.
+npurtGraph_t captureSetAndAdd(npurtStream_t s, float *x, float *y, unsigned value)
+{
+	EXPECT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
+	EXPECT_EQ(npurtMemsetD32Async(x, value, kN, s), npurtSuccess);
+	npurtOpDesc d = addOp(x, y, y);
+	EXPECT_EQ(npurtLaunchOp(&d, s), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	EXPECT_EQ(npurtStreamEndCapture(s, &g), npurtSuccess);
+	return g;
+}
+
+TEST_F(Graphs, ExecUpdateBetweenLaunches)
+{
+	float *x = buf_[2], *y = buf_[3];
+	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
+	npurtGraph_t g1 = captureSetAndAdd(s_[0], x, y, 0x3f800000);  // 1.0f
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g1, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 1.0f));
+	npurtGraph_t g2 = captureSetAndAdd(s_[0], x, y, 0x40400000);  // 3.0f
+	npurtGraphExecUpdateResultInfo info{};
+	ASSERT_EQ(npurtGraphExecUpdate(exec, g2, &info), npurtSuccess) << lastMessage();
+	EXPECT_EQ(info.result, npurtGraphExecUpdateSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 4.0f)) << "the update's value was used";
+
+	// Per-node: the node handles of the graph the exec was updated from.
+	npurtGraphNode_t nodes[2] = {};
+	size_t n = 2;
+	ASSERT_EQ(npurtGraphGetNodes(g2, nodes, &n), npurtSuccess);
+	npurtMemsetParams mp{};
+	mp.dst = x;
+	mp.value = 0x41000000;  // 8.0f
+	mp.elementSize = 4;
+	mp.width = kN;
+	mp.height = 1;
+	ASSERT_EQ(npurtGraphExecMemsetNodeSetParams(exec, nodes[0], &mp), npurtSuccess)
+	        << lastMessage();
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 12.0f));
+	npurtOpDesc d = addOp(x, x, y);
+	ASSERT_EQ(npurtGraphExecKernelNodeSetParams(exec, nodes[1], &d), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 16.0f));
+	EXPECT_EQ(npurtGraphExecMemsetNodeSetParams(exec, nodes[1], &mp), npurtErrorInvalidValue)
+	        << "the node is an op";
+	d.n = kN * 4;
+	EXPECT_EQ(npurtGraphExecKernelNodeSetParams(exec, nodes[1], &d), npurtErrorInvalidValue);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 16.0f)) << "a refused update changed nothing";
+
+	// Another topology cannot update.
+	npurtGraph_t g3 = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&g3, 0), npurtSuccess);
+	npurtGraphNode_t e = nullptr;
+	ASSERT_EQ(npurtGraphAddEmptyNode(&e, g3, nullptr, 0), npurtSuccess);
+	EXPECT_EQ(npurtGraphExecUpdate(exec, g3, &info), npurtErrorGraphExecUpdateFailure);
+	EXPECT_EQ(info.result, npurtGraphExecUpdateErrorTopologyChanged);
+	ASSERT_EQ(npurtGraphAddEmptyNode(&e, g3, nullptr, 0), npurtSuccess);
+	EXPECT_EQ(npurtGraphExecUpdate(exec, g3, &info), npurtErrorGraphExecUpdateFailure);
+	EXPECT_EQ(info.result, npurtGraphExecUpdateErrorNodeTypeChanged);
+	EXPECT_EQ(npurtGraphExecUpdate(exec, g3, nullptr), npurtErrorInvalidValue);
+	npurtGetLastError();
+	for (npurtGraph_t g : {g1, g2, g3})
+		EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess);
+	// The exec outlives its graphs.
+	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 16.0f)) << "y = x + x with x set to 8 by the updated memset";
+	EXPECT_EQ(npurtGraphExecDestroy(exec), npurtSuccess);
+}
+
+TEST_F(Graphs, GraphMemoryKeepsItsAddressAcrossLaunches)
+{
+	float *out = buf_[3];
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	float *tmp = nullptr;
+	ASSERT_EQ(npurtMallocAsync(reinterpret_cast<void **>(&tmp), kN * 4, s_[0]), npurtSuccess)
+	        << lastMessage();
+	ASSERT_NE(tmp, nullptr);
+	ASSERT_EQ(npurtMemsetD32Async(tmp, 0x40a00000, kN, s_[0]), npurtSuccess);  // 5.0f
+	npurtOpDesc d = addOp(tmp, buf_[0], out);
+	ASSERT_EQ(npurtLaunchOp(&d, s_[0]), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtFreeAsync(buf_[4], s_[0]), npurtErrorInvalidValue)
+	        << "a capture frees only its own memory";
+	npurtGraph_t g = nullptr;
+	EXPECT_EQ(npurtStreamEndCapture(s_[0], &g), npurtErrorStreamCaptureInvalidated);
+	npurtGetLastError();
+
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	ASSERT_EQ(npurtMallocAsync(reinterpret_cast<void **>(&tmp), kN * 4, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtMemsetD32Async(tmp, 0x40a00000, kN, s_[0]), npurtSuccess);
+	d = addOp(tmp, buf_[0], out);
+	ASSERT_EQ(npurtLaunchOp(&d, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtFreeAsync(tmp, s_[0]), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtStreamEndCapture(s_[0], &g), npurtSuccess) << lastMessage();
+	npurtGraphNode_t nodes[4] = {};
+	size_t n = 4;
+	ASSERT_EQ(npurtGraphGetNodes(g, nodes, &n), npurtSuccess);
+	ASSERT_EQ(n, 4u);
+	npurtGraphNodeType t0{}, t3{};
+	npurtGraphNodeGetType(nodes[0], &t0);
+	npurtGraphNodeGetType(nodes[3], &t3);
+	EXPECT_EQ(t0, npurtGraphNodeTypeMemAlloc);
+	EXPECT_EQ(t3, npurtGraphNodeTypeMemFree);
+	npurtMemAllocNodeParams ap{};
+	ASSERT_EQ(npurtGraphMemAllocNodeGetParams(nodes[0], &ap), npurtSuccess);
+	EXPECT_EQ(ap.dptr, tmp);
+	EXPECT_EQ(ap.bytesize, kN * 4);
+	void *freed = nullptr;
+	ASSERT_EQ(npurtGraphMemFreeNodeGetParams(nodes[3], &freed), npurtSuccess);
+	EXPECT_EQ(freed, tmp);
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess) << "the exec keeps the memory";
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(npurtMemset(out, 0, kN * 4), npurtSuccess);
+		ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+		ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+		EXPECT_TRUE(holds(out, 6.0f)) << i;
+	}
+	// A free outside the graph ends nothing the graph needs.
+	EXPECT_EQ(npurtFree(tmp), npurtSuccess);
+	ASSERT_EQ(npurtMemset(out, 0, kN * 4), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(out, 6.0f));
+	EXPECT_EQ(npurtGraphExecDestroy(exec), npurtSuccess);
+
+	// Explicit alloc and free nodes.
+	ASSERT_EQ(npurtGraphCreate(&g, 0), npurtSuccess);
+	npurtMemAllocNodeParams p{};
+	p.poolProps.allocType = npurtMemAllocationTypePinned;
+	p.poolProps.location.type = npurtMemLocationTypeDevice;
+	p.poolProps.location.id = 0;
+	p.bytesize = 1 << 20;
+	npurtGraphNode_t a = nullptr, f = nullptr;
+	ASSERT_EQ(npurtGraphAddMemAllocNode(&a, g, nullptr, 0, &p), npurtSuccess) << lastMessage();
+	EXPECT_NE(p.dptr, nullptr);
+	ASSERT_EQ(npurtGraphAddMemFreeNode(&f, g, &a, 1, p.dptr), npurtSuccess);
+	EXPECT_EQ(npurtGraphAddMemFreeNode(&f, g, &a, 1, buf_[2]), npurtErrorInvalidValue);
+	npurtMemAllocNodeParams bad = p;
+	bad.poolProps.location.id = 7;
+	EXPECT_EQ(npurtGraphAddMemAllocNode(&a, g, nullptr, 0, &bad), npurtErrorInvalidValue);
+	bad = p;
+	bad.bytesize = 0;
+	EXPECT_EQ(npurtGraphAddMemAllocNode(&a, g, nullptr, 0, &bad), npurtErrorInvalidValue);
+	bad = p;
+	bad.bytesize = size_t{1} << 50;
+	EXPECT_NE(npurtGraphAddMemAllocNode(&a, g, nullptr, 0, &bad), npurtSuccess)
+	        << "more than the device has";
+	EXPECT_EQ(nodeCount(g), 2u);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess);
+	npurtGetLastError();
+}
+
+TEST_F(Graphs, AFaultInAReplayedGraphNamesTheNode)
+{
+	if (vmknobs::debugfsDir(0).empty())
+		GTEST_SKIP() << "needs root and debugfs to inject a fault";
+	float *x = buf_[2];
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	ASSERT_EQ(npurtMemsetAsync(x, 0, kN * 4, s_[0]), npurtSuccess);
+	npurtOpDesc d = addOp(x, buf_[0], x);
+	ASSERT_EQ(npurtSetCallSite("test_graph.cpp", 4242, "replayed_op"), npurtSuccess);
+	ASSERT_EQ(npurtLaunchOp(&d, s_[0]), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s_[0], &g), npurtSuccess);
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	// The next job faults: the graph's one job.
+	ASSERT_TRUE(vmknobs::writeKnob(0, "inject_fault", 1));
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	npurtError_t err = npurtStreamSynchronize(s_[0]);
+	std::string msg = lastMessage();
+	vmknobs::writeKnob(0, "inject_fault", 0);
+	EXPECT_EQ(err, npurtErrorDeviceFault) << msg;
+	std::printf("the report: %s\n", msg.c_str());
+	EXPECT_TRUE(contains(msg, "of a launched graph, made by npurt")) << msg;
+	EXPECT_TRUE(contains(msg, "npurtLaunchOp") || contains(msg, "npurtMemsetAsync")) << msg;
+	npurtGetLastError();
+	ASSERT_EQ(npurtStreamRecover(s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess) << "runs again after recovery";
+	EXPECT_TRUE(holds(x, 1.0f));
+	npurtGraphExecDestroy(exec);
+	npurtGraphDestroy(g);
+}
+
+TEST_F(Graphs, LaunchesOfOneExecRunInOrderAcrossStreams)
+{
+	float *y = buf_[3];
+	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	npurtOpDesc d = addOp(y, buf_[0], y);
+	ASSERT_EQ(npurtLaunchOp(&d, s_[0]), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s_[0], &g), npurtSuccess);
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess);
+	Gate gate;
+	ASSERT_EQ(npurtLaunchHostFunc(s_[1], Gate::hostFn, &gate), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[1]), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[2]), npurtSuccess);
+	ASSERT_TRUE(gate.waitReached(20000));
+	EXPECT_EQ(npurtStreamQuery(s_[2]), npurtErrorNotReady)
+	        << "the second launch waits for the first, held by the gate";
+	gate.open();
+	ASSERT_EQ(npurtStreamSynchronize(s_[2]), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 2.0f));
+	EXPECT_EQ(npurtGraphExecDestroy(exec), npurtSuccess);
+	npurtGraphDestroy(g);
+}
+
+TEST_F(Graphs, HostNodesAndLaunchesBehindHostFunctions)
+{
+	float *y = buf_[3];
+	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
+	int runs = 0;
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	npurtOpDesc d = addOp(y, buf_[0], y);
+	ASSERT_EQ(npurtLaunchOp(&d, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtLaunchHostFunc(s_[0], countHost, &runs), npurtSuccess);
+	ASSERT_EQ(npurtLaunchOp(&d, s_[0]), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s_[0], &g), npurtSuccess);
+	EXPECT_EQ(runs, 0) << "captured, not run";
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess);
+	Gate gate;
+	ASSERT_EQ(npurtLaunchHostFunc(s_[0], Gate::hostFn, &gate), npurtSuccess);
+	for (int i = 0; i < 5; i++)
+		ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_TRUE(gate.waitReached(20000));
+	EXPECT_EQ(runs, 0);
+	gate.open();
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess) << lastMessage();
+	EXPECT_EQ(runs, 5);
+	EXPECT_TRUE(holds(y, 10.0f));
+	npurtGraphExecDestroy(exec);
+	npurtGraphDestroy(g);
+}
+
+TEST_F(Graphs, ThreadsCaptureAndLaunchTheirOwnGraphs)
+{
+	constexpr int kThreads = 4;
+	float *outs[kThreads] = {buf_[2], buf_[3], buf_[4], buf_[5]};
+	std::vector<std::thread> threads;
+	std::atomic<int> failures{0};
+	for (int t = 0; t < kThreads; t++) {
+		threads.emplace_back([&, t] {
+			npurtSetDevice(0);
+			npurtStream_t s = nullptr;
+			if (npurtStreamCreateWithFlags(&s, npurtStreamNonBlocking)) {
+				failures++;
+				return;
+			}
+			npurtMemsetAsync(outs[t], 0, kN * 4, s);
+			npurtGraph_t g = nullptr;
+			npurtGraphExec_t exec = nullptr;
+			npurtOpDesc d = addOp(outs[t], buf_[0], outs[t]);
+			bool ok = npurtStreamBeginCapture(s, npurtStreamCaptureModeThreadLocal) ==
+			                  0 &&
+			          npurtLaunchOp(&d, s) == 0 && npurtLaunchOp(&d, s) == 0 &&
+			          npurtStreamEndCapture(s, &g) == 0 &&
+			          npurtGraphInstantiate(&exec, g, 0) == 0;
+			for (int i = 0; ok && i < 50; i++)
+				ok = npurtGraphLaunch(exec, s) == 0;
+			ok = ok && npurtStreamSynchronize(s) == 0;
+			if (!ok) {
+				ADD_FAILURE() << t << ": " << npurtGetLastErrorMessage();
+				failures++;
+			}
+			npurtGraphExecDestroy(exec);
+			npurtGraphDestroy(g);
+			npurtStreamDestroy(s);
+		});
+	}
+	for (auto &th : threads)
+		th.join();
+	EXPECT_EQ(failures.load(), 0);
+	for (float *o : outs)
+		EXPECT_TRUE(holds(o, 100.0f));
+}
+
+}  // namespace

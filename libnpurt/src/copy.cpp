@@ -10,6 +10,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "graph.h"
 #include "npu_drm.h"
 #include "runtime.h"
 #include "stream.h"
@@ -723,18 +724,28 @@ npurtError_t planCopy(const char *api, void *dst, const void *src, size_t count,
                       npurtMemcpyKind kind, npurtStream_t stream, bool sync, void *ra,
                       bool peerCopy)
 {
+	// A synchronous call a capture forbids does nothing at all.
+	if (sync)
+		if (npurtError_t err = captureForbids(api))
+			return err;
 	return copy(api, dst, src, count, kind, stream, sync, takeCallSite(ra), peerCopy);
 }
 
 npurtError_t planFill(const char *api, void *devPtr, uint32_t value, unsigned width, size_t count,
                       npurtStream_t stream, bool sync, void *ra)
 {
+	if (sync)
+		if (npurtError_t err = captureForbids(api))
+			return err;
 	return fill(api, devPtr, value, width, count, stream, sync, takeCallSite(ra));
 }
 
 npurtError_t planCopyStrided(const char *api, void *dst, const void *src, const StridedView &v,
                              npurtMemcpyKind kind, npurtStream_t stream, bool sync, void *ra)
 {
+	if (sync)
+		if (npurtError_t err = captureForbids(api))
+			return err;
 	return copyStrided(api, dst, src, v, kind, stream, sync, takeCallSite(ra));
 }
 

@@ -208,6 +208,7 @@ TEST_F(Graphs, ForbiddenCallsFailAndInvalidateTheCapture)
 	float *d = buf_[2];
 	std::vector<char> pageable(kN * 4);
 	npurtStream_t s = s_[0];
+	ASSERT_EQ(npurtMemset(buf_[5], 0, kN * 4), npurtSuccess);
 	std::vector<Case> cases = {
 	        {"synchronize the stream", [&] { return npurtStreamSynchronize(s); }},
 	        {"query the stream", [&] { return npurtStreamQuery(s); }},
@@ -217,6 +218,10 @@ TEST_F(Graphs, ForbiddenCallsFailAndInvalidateTheCapture)
 		         return npurtMalloc(&p, 4096);
 	         }},
 	        {"npurtDeviceSynchronize", [&] { return npurtDeviceSynchronize(); }},
+	        {"a synchronous copy elsewhere",
+	         [&] {
+		         return npurtMemcpy(buf_[5], buf_[0], kN * 4, npurtMemcpyDeviceToDevice);
+	         }},
 	        {"a pageable copy",
 	         [&] {
 		         return npurtMemcpyAsync(d, pageable.data(), kN * 4,
@@ -244,6 +249,7 @@ TEST_F(Graphs, ForbiddenCallsFailAndInvalidateTheCapture)
 		ASSERT_EQ(npurtMemsetAsync(d, 0, kN * 4, s), npurtSuccess) << c.what;
 		ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess) << c.what;
 	}
+	EXPECT_TRUE(holds(buf_[5], 0.0f)) << "the refused synchronous copy did nothing";
 }
 
 TEST_F(Graphs, RelaxedAndThreadLocalModesAllowWhatTheyShould)

@@ -29,6 +29,7 @@ using npurt::Stream;
 namespace {
 
 using Enqueue = std::function<npurtError_t(npurtStream_t)>;
+using NodeCopy = npurt::NodeParams::Copy;
 
 npurtError_t dependencies(Graph &g, const npurtGraphNode_t *deps, size_t n,
                           std::vector<GraphNode *> *out, const char *api)
@@ -50,15 +51,17 @@ npurtError_t dependencies(Graph &g, const npurtGraphNode_t *deps, size_t n,
 	return npurtSuccess;
 }
 
-// The graph and dependencies of a node to be added.
-npurtError_t target(npurtGraphNode_t *pNode, npurtGraph_t graph, const npurtGraphNode_t *deps,
-                    size_t n, Graph **g, std::vector<GraphNode *> *d, const char *api)
+// The graph of a node to be added, with its dependencies in *d; null (and
+// *err) if an argument is bad.
+Graph *target(npurtGraphNode_t *pNode, npurtGraph_t graph, const npurtGraphNode_t *deps, size_t n,
+              std::vector<GraphNode *> *d, npurtError_t *err, const char *api)
 {
+	Graph *g = nullptr;
 	if (!pNode)
-		return nullArgument(api, "pGraphNode");
-	if (npurtError_t err = npurt::resolveGraph(graph, g, api))
-		return err;
-	return dependencies(**g, deps, n, d, api);
+		*err = nullArgument(api, "pGraphNode");
+	else if (!(*err = npurt::resolveGraph(graph, &g, api)))
+		*err = dependencies(*g, deps, n, d, api);
+	return *err ? nullptr : g;
 }
 
 npurtError_t nodeOfType(npurtGraphNode_t node, npurtGraphNodeType type, GraphNode **out,
@@ -230,9 +233,10 @@ template <typename F> npurtError_t guarded(const char *api, F f)
 npurtError_t addNode(npurtGraphNode_t *pNode, npurtGraph_t graph, const npurtGraphNode_t *deps,
                      size_t n, npurt::NodeParams p, const char *api, GraphNode **made = nullptr)
 {
-	Graph *g = nullptr;
 	std::vector<GraphNode *> d;
-	if (npurtError_t err = target(pNode, graph, deps, n, &g, &d, api))
+	npurtError_t err = npurtSuccess;
+	Graph *g = target(pNode, graph, deps, n, &d, &err, api);
+	if (!g)
 		return err;
 	GraphNode *node = g->add(std::move(p), d);
 	*pNode = node;
@@ -245,11 +249,12 @@ npurtError_t addBuilt(npurtGraphNode_t *pNode, npurtGraph_t graph, const npurtGr
                       size_t n, const Enqueue &enqueue, npurtGraphNodeType type, GraphNode **made,
                       const char *api)
 {
-	Graph *g = nullptr;
 	std::vector<GraphNode *> d;
-	if (npurtError_t err = target(pNode, graph, deps, n, &g, &d, api))
+	npurtError_t err = npurtSuccess;
+	Graph *g = target(pNode, graph, deps, n, &d, &err, api);
+	if (!g)
 		return err;
-	if (npurtError_t err = npurt::buildNode(*g, d, enqueue, type, made, api))
+	if ((err = npurt::buildNode(*g, d, enqueue, type, made, api)))
 		return err;
 	*pNode = *made;
 	return npurtSuccess;
@@ -267,44 +272,94 @@ npurtError_t eventNode(npurtGraphNode_t *pNode, npurtGraph_t graph, const npurtG
 	return addNode(pNode, graph, deps, n, std::move(p), api);
 }
 
-npurtError_t setEvent(npurtGraphNode_t node, npurtEvent_t event, npurtGraphNodeType type,
-                      const char *api)
+// f(ctx, node) for a node of the given type of a user's graph.
+template <typename F>
+npurtError_t onNode(npurtGraphNode_t node, npurtGraphNodeType type, const char *api, F f)
 {
-	GraphNode *g = nullptr;
-	if (npurtError_t err = nodeOfType(node, type, &g, api))
+	GraphNode *n = nullptr;
+	if (npurtError_t err = nodeOfType(node, type, &n, api))
 		return err;
-	Event *ev = nullptr;
-	if (npurtError_t err = npurt::resolveEvent(event, &ev, api))
-		return err;
-	g->p.event = ev;
-	return npurtSuccess;
+	return f(n->graph->ctx(), *n);
 }
 
-npurtError_t getEvent(npurtGraphNode_t node, npurtEvent_t *out, npurtGraphNodeType type,
-                      const char *api)
-{
-	if (!out)
-		return nullArgument(api, "event_out");
-	GraphNode *g = nullptr;
-	if (npurtError_t err = nodeOfType(node, type, &g, api))
-		return err;
-	*out = g->p.event;
-	return npurtSuccess;
-}
-
-npurtError_t execSetEvent(npurtGraphExec_t exec, npurtGraphNode_t node, npurtEvent_t event,
-                          npurtGraphNodeType type, const char *api)
+// f(ctx, node) for an executable graph's copy of node; later launches use
+// what it changed.
+template <typename F>
+npurtError_t onExecNode(npurtGraphExec_t exec, npurtGraphNode_t node, npurtGraphNodeType type,
+                        const char *api, F f)
 {
 	GraphExec *e = nullptr;
 	GraphNode *n = nullptr;
 	if (npurtError_t err = execNode(exec, node, type, &e, &n, api))
 		return err;
+	if (npurtError_t err = f(e->ctx(), *n))
+		return err;
+	e->replan();
+	return npurtSuccess;
+}
+
+// A node's new parameters: checked and planned as the enqueue call would,
+// kept only if good.
+npurtError_t setOp(Context &ctx, GraphNode &n, const npurtOpDesc *d, void *ra, const char *api)
+{
+	if (!d)
+		return nullArgument(api, "pNodeParams");
+	if (npurtError_t err = rebuild(ctx, &n, opCall(d, ra), api))
+		return err;
+	n.p.op = *d;
+	return npurtSuccess;
+}
+
+npurtError_t setCopy(Context &ctx, GraphNode &n, const NodeCopy &c, void *ra, const char *api)
+{
+	if (npurtError_t err =
+	            rebuild(ctx, &n, copyCall(c.dst, c.src, c.count, c.kind, ra, api), api))
+		return err;
+	n.p.copy = c;
+	return npurtSuccess;
+}
+
+npurtError_t setMemset(Context &ctx, GraphNode &n, const npurtMemsetParams *p, void *ra,
+                       const char *api)
+{
+	if (npurtError_t err = checkMemset(p, api))
+		return err;
+	if (npurtError_t err = rebuild(ctx, &n, fillCall(*p, ra, api), api))
+		return err;
+	n.p.memset = *p;
+	return npurtSuccess;
+}
+
+npurtError_t setHost(GraphNode &n, const npurtHostNodeParams *p, const char *api)
+{
+	if (!p || !p->fn)
+		return nullArgument(api, !p ? "pNodeParams" : "pNodeParams->fn");
+	n.p.host = *p;
+	n.p.hostFn = hostCall(*p);
+	n.p.hostAfterFailure = false;
+	return npurtSuccess;
+}
+
+npurtError_t setEvent(GraphNode &n, npurtEvent_t event, const char *api)
+{
 	Event *ev = nullptr;
 	if (npurtError_t err = npurt::resolveEvent(event, &ev, api))
 		return err;
-	n->p.event = ev;
-	e->replan();
+	n.p.event = ev;
 	return npurtSuccess;
+}
+
+// A getter's output, for a node of the given type.
+template <typename T, typename F>
+npurtError_t getParam(npurtGraphNode_t node, npurtGraphNodeType type, T *out, const char *outName,
+                      const char *api, F get)
+{
+	if (!out)
+		return nullArgument(api, outName);
+	return onNode(node, type, api, [&](Context &, GraphNode &n) {
+		*out = get(n);
+		return npurtSuccess;
+	});
 }
 
 npurtError_t instantiate(npurtGraphExec_t *pExec, npurtGraph_t graph, unsigned long long flags,
@@ -538,15 +593,13 @@ npurtError_t npurtGraphKernelNodeGetParams(npurtGraphNode_t node, npurtOpDesc *p
 {
 	const char *api = "npurtGraphKernelNodeGetParams";
 	return guarded(api, [&] {
-		if (!pNodeParams)
-			return nullArgument(api, "pNodeParams");
-		GraphNode *n = nullptr;
-		if (npurtError_t err = nodeOfType(node, npurtGraphNodeTypeKernel, &n, api))
-			return err;
 		// A captured op has only its packet.
-		*pNodeParams = n->p.op.out || n->p.tasks.empty() ? n->p.op
-		                                                 : opOfPacket(n->p.tasks[0].packet);
-		return npurtSuccess;
+		return getParam(node, npurtGraphNodeTypeKernel, pNodeParams, "pNodeParams", api,
+		                [](const GraphNode &n) {
+			                return n.p.op.out || n.p.tasks.empty()
+			                               ? n.p.op
+			                               : opOfPacket(n.p.tasks[0].packet);
+		                });
 	});
 }
 
@@ -555,15 +608,9 @@ npurtError_t npurtGraphKernelNodeSetParams(npurtGraphNode_t node, const npurtOpD
 	const char *api = "npurtGraphKernelNodeSetParams";
 	void *ra = __builtin_return_address(0);
 	return guarded(api, [&] {
-		if (!pNodeParams)
-			return nullArgument(api, "pNodeParams");
-		GraphNode *n = nullptr;
-		if (npurtError_t err = nodeOfType(node, npurtGraphNodeTypeKernel, &n, api))
-			return err;
-		if (npurtError_t err = rebuild(n->graph->ctx(), n, opCall(pNodeParams, ra), api))
-			return err;
-		n->p.op = *pNodeParams;
-		return npurtSuccess;
+		return onNode(node, npurtGraphNodeTypeKernel, api, [&](Context &c, GraphNode &n) {
+			return setOp(c, n, pNodeParams, ra, api);
+		});
 	});
 }
 
@@ -591,14 +638,9 @@ npurtError_t npurtGraphMemcpyNodeSetParams1D(npurtGraphNode_t node, void *dst, c
 	const char *api = "npurtGraphMemcpyNodeSetParams1D";
 	void *ra = __builtin_return_address(0);
 	return guarded(api, [&] {
-		GraphNode *n = nullptr;
-		if (npurtError_t err = nodeOfType(node, npurtGraphNodeTypeMemcpy, &n, api))
-			return err;
-		if (npurtError_t err = rebuild(n->graph->ctx(), n,
-		                               copyCall(dst, src, count, kind, ra, api), api))
-			return err;
-		n->p.copy = {dst, src, count, kind};
-		return npurtSuccess;
+		return onNode(node, npurtGraphNodeTypeMemcpy, api, [&](Context &c, GraphNode &n) {
+			return setCopy(c, n, {dst, src, count, kind}, ra, api);
+		});
 	});
 }
 
@@ -625,13 +667,8 @@ npurtError_t npurtGraphMemsetNodeGetParams(npurtGraphNode_t node, npurtMemsetPar
 {
 	const char *api = "npurtGraphMemsetNodeGetParams";
 	return guarded(api, [&] {
-		if (!pNodeParams)
-			return nullArgument(api, "pNodeParams");
-		GraphNode *n = nullptr;
-		if (npurtError_t err = nodeOfType(node, npurtGraphNodeTypeMemset, &n, api))
-			return err;
-		*pNodeParams = n->p.memset;
-		return npurtSuccess;
+		return getParam(node, npurtGraphNodeTypeMemset, pNodeParams, "pNodeParams", api,
+		                [](const GraphNode &n) { return n.p.memset; });
 	});
 }
 
@@ -641,16 +678,9 @@ npurtError_t npurtGraphMemsetNodeSetParams(npurtGraphNode_t node,
 	const char *api = "npurtGraphMemsetNodeSetParams";
 	void *ra = __builtin_return_address(0);
 	return guarded(api, [&] {
-		if (npurtError_t err = checkMemset(pNodeParams, api))
-			return err;
-		GraphNode *n = nullptr;
-		if (npurtError_t err = nodeOfType(node, npurtGraphNodeTypeMemset, &n, api))
-			return err;
-		if (npurtError_t err =
-		            rebuild(n->graph->ctx(), n, fillCall(*pNodeParams, ra, api), api))
-			return err;
-		n->p.memset = *pNodeParams;
-		return npurtSuccess;
+		return onNode(node, npurtGraphNodeTypeMemset, api, [&](Context &c, GraphNode &n) {
+			return setMemset(c, n, pNodeParams, ra, api);
+		});
 	});
 }
 
@@ -660,14 +690,12 @@ npurtError_t npurtGraphAddHostNode(npurtGraphNode_t *pGraphNode, npurtGraph_t gr
 {
 	const char *api = "npurtGraphAddHostNode";
 	return guarded(api, [&] {
-		if (!pNodeParams || !pNodeParams->fn)
-			return nullArgument(api, !pNodeParams ? "pNodeParams" : "pNodeParams->fn");
-		npurt::NodeParams p;
-		p.type = npurtGraphNodeTypeHost;
-		p.host = *pNodeParams;
-		p.hostFn = hostCall(*pNodeParams);
-		return addNode(pGraphNode, graph, pDependencies, numDependencies, std::move(p),
-		               api);
+		GraphNode params;
+		params.p.type = npurtGraphNodeTypeHost;
+		if (npurtError_t err = setHost(params, pNodeParams, api))
+			return err;
+		return addNode(pGraphNode, graph, pDependencies, numDependencies,
+		               std::move(params.p), api);
 	});
 }
 
@@ -675,13 +703,8 @@ npurtError_t npurtGraphHostNodeGetParams(npurtGraphNode_t node, npurtHostNodePar
 {
 	const char *api = "npurtGraphHostNodeGetParams";
 	return guarded(api, [&] {
-		if (!pNodeParams)
-			return nullArgument(api, "pNodeParams");
-		GraphNode *n = nullptr;
-		if (npurtError_t err = nodeOfType(node, npurtGraphNodeTypeHost, &n, api))
-			return err;
-		*pNodeParams = n->p.host;
-		return npurtSuccess;
+		return getParam(node, npurtGraphNodeTypeHost, pNodeParams, "pNodeParams", api,
+		                [](const GraphNode &n) { return n.p.host; });
 	});
 }
 
@@ -690,15 +713,9 @@ npurtError_t npurtGraphHostNodeSetParams(npurtGraphNode_t node,
 {
 	const char *api = "npurtGraphHostNodeSetParams";
 	return guarded(api, [&] {
-		if (!pNodeParams || !pNodeParams->fn)
-			return nullArgument(api, !pNodeParams ? "pNodeParams" : "pNodeParams->fn");
-		GraphNode *n = nullptr;
-		if (npurtError_t err = nodeOfType(node, npurtGraphNodeTypeHost, &n, api))
-			return err;
-		n->p.host = *pNodeParams;
-		n->p.hostFn = hostCall(*pNodeParams);
-		n->p.hostAfterFailure = false;
-		return npurtSuccess;
+		return onNode(node, npurtGraphNodeTypeHost, api, [&](Context &, GraphNode &n) {
+			return setHost(n, pNodeParams, api);
+		});
 	});
 }
 
@@ -736,29 +753,37 @@ npurtError_t npurtGraphAddEventWaitNode(npurtGraphNode_t *pGraphNode, npurtGraph
 npurtError_t npurtGraphEventRecordNodeGetEvent(npurtGraphNode_t node, npurtEvent_t *event_out)
 {
 	const char *api = "npurtGraphEventRecordNodeGetEvent";
-	return guarded(
-	        api, [&] { return getEvent(node, event_out, npurtGraphNodeTypeEventRecord, api); });
+	return guarded(api, [&] {
+		return getParam(node, npurtGraphNodeTypeEventRecord, event_out, "event_out", api,
+		                [](const GraphNode &n) -> npurtEvent_t { return n.p.event; });
+	});
 }
 
 npurtError_t npurtGraphEventRecordNodeSetEvent(npurtGraphNode_t node, npurtEvent_t event)
 {
 	const char *api = "npurtGraphEventRecordNodeSetEvent";
-	return guarded(api,
-	               [&] { return setEvent(node, event, npurtGraphNodeTypeEventRecord, api); });
+	return guarded(api, [&] {
+		return onNode(node, npurtGraphNodeTypeEventRecord, api,
+		              [&](Context &, GraphNode &n) { return setEvent(n, event, api); });
+	});
 }
 
 npurtError_t npurtGraphEventWaitNodeGetEvent(npurtGraphNode_t node, npurtEvent_t *event_out)
 {
 	const char *api = "npurtGraphEventWaitNodeGetEvent";
-	return guarded(api,
-	               [&] { return getEvent(node, event_out, npurtGraphNodeTypeWaitEvent, api); });
+	return guarded(api, [&] {
+		return getParam(node, npurtGraphNodeTypeWaitEvent, event_out, "event_out", api,
+		                [](const GraphNode &n) -> npurtEvent_t { return n.p.event; });
+	});
 }
 
 npurtError_t npurtGraphEventWaitNodeSetEvent(npurtGraphNode_t node, npurtEvent_t event)
 {
 	const char *api = "npurtGraphEventWaitNodeSetEvent";
-	return guarded(api,
-	               [&] { return setEvent(node, event, npurtGraphNodeTypeWaitEvent, api); });
+	return guarded(api, [&] {
+		return onNode(node, npurtGraphNodeTypeWaitEvent, api,
+		              [&](Context &, GraphNode &n) { return setEvent(n, event, api); });
+	});
 }
 
 npurtError_t npurtGraphAddMemAllocNode(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,
@@ -770,10 +795,10 @@ npurtError_t npurtGraphAddMemAllocNode(npurtGraphNode_t *pGraphNode, npurtGraph_
 	return guarded(api, [&] {
 		if (!nodeParams)
 			return nullArgument(api, "nodeParams");
-		Graph *g = nullptr;
 		std::vector<GraphNode *> d;
-		if (npurtError_t err =
-		            target(pGraphNode, graph, pDependencies, numDependencies, &g, &d, api))
+		npurtError_t err = npurtSuccess;
+		Graph *g = target(pGraphNode, graph, pDependencies, numDependencies, &d, &err, api);
+		if (!g)
 			return err;
 		const npurtMemPoolProps &pp = nodeParams->poolProps;
 		const int dev = g->ctx().ordinal();
@@ -799,8 +824,8 @@ npurtError_t npurtGraphAddMemAllocNode(npurtGraphNode_t *pGraphNode, npurtGraph_
 		p.type = npurtGraphNodeTypeMemAlloc;
 		p.bytes = nodeParams->bytesize;
 		p.site = npurt::takeCallSite(ra);
-		if (npurtError_t err = npurt::allocGraphMemory(*g->memory(), nodeParams->bytesize,
-		                                               p.site, &p.dptr, api))
+		if ((err = npurt::allocGraphMemory(*g->memory(), nodeParams->bytesize, p.site,
+		                                   &p.dptr, api)))
 			return err;
 		nodeParams->dptr = p.dptr;
 		*pGraphNode = g->add(std::move(p), d);
@@ -835,10 +860,10 @@ npurtError_t npurtGraphAddMemFreeNode(npurtGraphNode_t *pGraphNode, npurtGraph_t
 	const char *api = "npurtGraphAddMemFreeNode";
 	void *ra = __builtin_return_address(0);
 	return guarded(api, [&] {
-		Graph *g = nullptr;
 		std::vector<GraphNode *> d;
-		if (npurtError_t err =
-		            target(pGraphNode, graph, pDependencies, numDependencies, &g, &d, api))
+		npurtError_t err = npurtSuccess;
+		Graph *g = target(pGraphNode, graph, pDependencies, numDependencies, &d, &err, api);
+		if (!g)
 			return err;
 		bool ours = std::ranges::any_of(g->nodes(), [dptr](const auto &n) {
 			return n->p.type == npurtGraphNodeTypeMemAlloc && n->p.dptr == dptr;
@@ -861,13 +886,8 @@ npurtError_t npurtGraphMemFreeNodeGetParams(npurtGraphNode_t node, void *dptr_ou
 {
 	const char *api = "npurtGraphMemFreeNodeGetParams";
 	return guarded(api, [&] {
-		if (!dptr_out)
-			return nullArgument(api, "dptr_out");
-		GraphNode *n = nullptr;
-		if (npurtError_t err = nodeOfType(node, npurtGraphNodeTypeMemFree, &n, api))
-			return err;
-		*static_cast<void **>(dptr_out) = n->p.dptr;
-		return npurtSuccess;
+		return getParam(node, npurtGraphNodeTypeMemFree, static_cast<void **>(dptr_out),
+		                "dptr_out", api, [](const GraphNode &n) { return n.p.dptr; });
 	});
 }
 
@@ -1206,18 +1226,10 @@ npurtError_t npurtGraphExecKernelNodeSetParams(npurtGraphExec_t hGraphExec, npur
 	const char *api = "npurtGraphExecKernelNodeSetParams";
 	void *ra = __builtin_return_address(0);
 	return guarded(api, [&] {
-		if (!pNodeParams)
-			return nullArgument(api, "pNodeParams");
-		GraphExec *e = nullptr;
-		GraphNode *n = nullptr;
-		if (npurtError_t err =
-		            execNode(hGraphExec, node, npurtGraphNodeTypeKernel, &e, &n, api))
-			return err;
-		if (npurtError_t err = rebuild(e->ctx(), n, opCall(pNodeParams, ra), api))
-			return err;
-		n->p.op = *pNodeParams;
-		e->replan();
-		return npurtSuccess;
+		return onExecNode(hGraphExec, node, npurtGraphNodeTypeKernel, api,
+		                  [&](Context &c, GraphNode &n) {
+			                  return setOp(c, n, pNodeParams, ra, api);
+		                  });
 	});
 }
 
@@ -1228,17 +1240,10 @@ npurtError_t npurtGraphExecMemcpyNodeSetParams1D(npurtGraphExec_t hGraphExec, np
 	const char *api = "npurtGraphExecMemcpyNodeSetParams1D";
 	void *ra = __builtin_return_address(0);
 	return guarded(api, [&] {
-		GraphExec *e = nullptr;
-		GraphNode *n = nullptr;
-		if (npurtError_t err =
-		            execNode(hGraphExec, node, npurtGraphNodeTypeMemcpy, &e, &n, api))
-			return err;
-		if (npurtError_t err =
-		            rebuild(e->ctx(), n, copyCall(dst, src, count, kind, ra, api), api))
-			return err;
-		n->p.copy = {dst, src, count, kind};
-		e->replan();
-		return npurtSuccess;
+		return onExecNode(hGraphExec, node, npurtGraphNodeTypeMemcpy, api,
+		                  [&](Context &c, GraphNode &n) {
+			                  return setCopy(c, n, {dst, src, count, kind}, ra, api);
+		                  });
 	});
 }
 
@@ -1248,18 +1253,10 @@ npurtError_t npurtGraphExecMemsetNodeSetParams(npurtGraphExec_t hGraphExec, npur
 	const char *api = "npurtGraphExecMemsetNodeSetParams";
 	void *ra = __builtin_return_address(0);
 	return guarded(api, [&] {
-		if (npurtError_t err = checkMemset(pNodeParams, api))
-			return err;
-		GraphExec *e = nullptr;
-		GraphNode *n = nullptr;
-		if (npurtError_t err =
-		            execNode(hGraphExec, node, npurtGraphNodeTypeMemset, &e, &n, api))
-			return err;
-		if (npurtError_t err = rebuild(e->ctx(), n, fillCall(*pNodeParams, ra, api), api))
-			return err;
-		n->p.memset = *pNodeParams;
-		e->replan();
-		return npurtSuccess;
+		return onExecNode(hGraphExec, node, npurtGraphNodeTypeMemset, api,
+		                  [&](Context &c, GraphNode &n) {
+			                  return setMemset(c, n, pNodeParams, ra, api);
+		                  });
 	});
 }
 
@@ -1268,18 +1265,9 @@ npurtError_t npurtGraphExecHostNodeSetParams(npurtGraphExec_t hGraphExec, npurtG
 {
 	const char *api = "npurtGraphExecHostNodeSetParams";
 	return guarded(api, [&] {
-		if (!pNodeParams || !pNodeParams->fn)
-			return nullArgument(api, !pNodeParams ? "pNodeParams" : "pNodeParams->fn");
-		GraphExec *e = nullptr;
-		GraphNode *n = nullptr;
-		if (npurtError_t err =
-		            execNode(hGraphExec, node, npurtGraphNodeTypeHost, &e, &n, api))
-			return err;
-		n->p.host = *pNodeParams;
-		n->p.hostFn = hostCall(*pNodeParams);
-		n->p.hostAfterFailure = false;
-		e->replan();
-		return npurtSuccess;
+		return onExecNode(
+		        hGraphExec, node, npurtGraphNodeTypeHost, api,
+		        [&](Context &, GraphNode &n) { return setHost(n, pNodeParams, api); });
 	});
 }
 
@@ -1288,7 +1276,8 @@ npurtError_t npurtGraphExecEventRecordNodeSetEvent(npurtGraphExec_t hGraphExec,
 {
 	const char *api = "npurtGraphExecEventRecordNodeSetEvent";
 	return guarded(api, [&] {
-		return execSetEvent(hGraphExec, hNode, event, npurtGraphNodeTypeEventRecord, api);
+		return onExecNode(hGraphExec, hNode, npurtGraphNodeTypeEventRecord, api,
+		                  [&](Context &, GraphNode &n) { return setEvent(n, event, api); });
 	});
 }
 
@@ -1297,7 +1286,8 @@ npurtError_t npurtGraphExecEventWaitNodeSetEvent(npurtGraphExec_t hGraphExec,
 {
 	const char *api = "npurtGraphExecEventWaitNodeSetEvent";
 	return guarded(api, [&] {
-		return execSetEvent(hGraphExec, hNode, event, npurtGraphNodeTypeWaitEvent, api);
+		return onExecNode(hGraphExec, hNode, npurtGraphNodeTypeWaitEvent, api,
+		                  [&](Context &, GraphNode &n) { return setEvent(n, event, api); });
 	});
 }
 

@@ -96,6 +96,45 @@ bool joined(const Capture &cap, std::string *why)
 	return true;
 }
 
+// A stream's place in its capture, with the capture locked.
+struct InCapture {
+	std::shared_ptr<Capture> cap;
+	std::unique_lock<std::mutex> lock;
+	std::vector<GraphNode *> *deps = nullptr;  // what its next work depends on
+};
+
+enum class Entry {
+	Left,  // not (or no longer) in a capture: the call runs as usual
+	Invalid,  // the capture was invalidated: *err says so
+	In
+};
+
+Entry enter(Stream &s, const char *api, InCapture *in, npurtError_t *err)
+{
+	in->cap = s.capture();
+	if (!in->cap)
+		return Entry::Left;
+	in->lock = std::unique_lock<std::mutex>(in->cap->mutex);
+	auto it = in->cap->frontier.find(&s);
+	if (it == in->cap->frontier.end())
+		return Entry::Left;  // the capture ended meanwhile
+	if (in->cap->invalid) {
+		*err = invalidated(*in->cap, api);
+		return Entry::Invalid;
+	}
+	in->deps = &it->second;
+	*err = npurtSuccess;
+	return Entry::In;
+}
+
+// A node after the stream's last captured work, which it becomes.
+GraphNode *addAfter(InCapture &in, NodeParams p)
+{
+	GraphNode *n = in.cap->into().add(std::move(p), *in.deps);
+	in.deps->assign(1, n);
+	return n;
+}
+
 }  // namespace
 
 bool anyCapture()
@@ -333,30 +372,22 @@ npurtError_t Stream::captureInfo(npurtStreamCaptureStatus *status, unsigned long
 bool Stream::captureTask(uint32_t engineClass, const void *packet, uint32_t size,
                          const TaskInfo &info, bool callerWaits, npurtError_t *err)
 {
-	std::shared_ptr<Capture> cap = capture();
-	if (!cap)
-		return false;
-	if (callerWaits) {
+	if (callerWaits && capture()) {
 		*err = captureRefuse(info.api, "a synchronous call (it waits for its work)");
 		return true;
 	}
-	std::lock_guard<std::mutex> lock(cap->mutex);
-	auto it = cap->frontier.find(this);
-	if (it == cap->frontier.end())
-		return false;  // the capture ended meanwhile: the call runs
-	if (cap->invalid) {
-		*err = invalidated(*cap, info.api);
-		return true;
-	}
-	GraphNode *n = cap->open;
+	InCapture in;
+	Entry e = enter(*this, info.api, &in, err);
+	if (e != Entry::In)
+		return e == Entry::Invalid;
+	GraphNode *n = in.cap->open;
 	if (!n) {
 		NodeParams p;
 		p.type = typeOf(info);
 		p.site = info.site;
-		n = cap->into().add(std::move(p), it->second);
-		it->second.assign(1, n);
-		if (cap->builder)
-			cap->open = n;
+		n = addAfter(in, std::move(p));
+		if (in.cap->builder)
+			in.cap->open = n;
 	}
 	GraphTask t;
 	t.engineClass = engineClass;
@@ -365,24 +396,16 @@ bool Stream::captureTask(uint32_t engineClass, const void *packet, uint32_t size
 	t.info = info;
 	t.info.graphNode = n->id;
 	n->p.tasks.push_back(std::move(t));
-	*err = npurtSuccess;
 	return true;
 }
 
 bool Stream::captureHost(std::function<void(npurtError_t)> fn, bool afterFailure,
                          const TaskInfo &info, const npurtHostNodeParams *raw, npurtError_t *err)
 {
-	std::shared_ptr<Capture> cap = capture();
-	if (!cap)
-		return false;
-	std::lock_guard<std::mutex> lock(cap->mutex);
-	auto it = cap->frontier.find(this);
-	if (it == cap->frontier.end())
-		return false;
-	if (cap->invalid) {
-		*err = invalidated(*cap, info.api);
-		return true;
-	}
+	InCapture in;
+	Entry e = enter(*this, info.api, &in, err);
+	if (e != Entry::In)
+		return e == Entry::Invalid;
 	NodeParams p;
 	p.type = npurtGraphNodeTypeHost;
 	p.hostFn = std::move(fn);
@@ -390,28 +413,17 @@ bool Stream::captureHost(std::function<void(npurtError_t)> fn, bool afterFailure
 	if (raw)
 		p.host = *raw;
 	p.site = info.site;
-	GraphNode *n = cap->into().add(std::move(p), it->second);
-	it->second.assign(1, n);
-	*err = npurtSuccess;
+	addAfter(in, std::move(p));
 	return true;
 }
 
 bool Stream::captureRecord(Event &ev, const char *api, npurtError_t *err)
 {
-	std::shared_ptr<Capture> cap = capture();
-	if (!cap)
-		return false;
-	std::lock_guard<std::mutex> lock(cap->mutex);
-	auto it = cap->frontier.find(this);
-	if (it == cap->frontier.end())
-		return false;
-	if (cap->invalid) {
-		*err = invalidated(*cap, api);
-		return true;
-	}
-	ev.setCaptured(cap, it->second);
-	*err = npurtSuccess;
-	return true;
+	InCapture in;
+	Entry e = enter(*this, api, &in, err);
+	if (e == Entry::In)
+		ev.setCaptured(in.cap, *in.deps);
+	return e != Entry::Left;
 }
 
 bool Stream::captureWait(Event &ev, const char *api, npurtError_t *err)
@@ -572,23 +584,15 @@ bool captureMalloc(Stream &s, size_t bytes, void **out, const CallSite &site, co
 
 bool captureFree(Stream &s, void *p, const CallSite &site, const char *api, npurtError_t *err)
 {
-	std::shared_ptr<Capture> cap = s.capture();
-	if (!cap)
-		return false;
-	std::lock_guard<std::mutex> lock(cap->mutex);
-	auto it = cap->frontier.find(&s);
-	if (it == cap->frontier.end())
-		return false;
-	if (cap->invalid) {
-		*err = invalidated(*cap, api);
-		return true;
-	}
-	Graph &g = cap->into();
-	bool ours = std::ranges::any_of(g.nodes(), [p](const auto &n) {
+	InCapture in;
+	Entry e = enter(s, api, &in, err);
+	if (e != Entry::In)
+		return e == Entry::Invalid;
+	bool ours = std::ranges::any_of(in.cap->into().nodes(), [p](const auto &n) {
 		return n->p.type == npurtGraphNodeTypeMemAlloc && n->p.dptr == p;
 	});
 	if (!ours) {
-		invalidate(*cap, npurtErrorInvalidValue,
+		invalidate(*in.cap, npurtErrorInvalidValue,
 		           std::string(api) + " freed memory not allocated in the capture");
 		*err = setError(npurtErrorInvalidValue,
 		                std::string(api) + ": " + hexAddr(reinterpret_cast<uint64_t>(p)) +
@@ -600,9 +604,7 @@ bool captureFree(Stream &s, void *p, const CallSite &site, const char *api, npur
 	np.type = npurtGraphNodeTypeMemFree;
 	np.dptr = p;
 	np.site = site;
-	GraphNode *n = g.add(std::move(np), it->second);
-	it->second.assign(1, n);
-	*err = npurtSuccess;
+	addAfter(in, std::move(np));
 	return true;
 }
 

@@ -100,8 +100,8 @@ void addNote(const std::string &line);
 const std::vector<std::string> &notes();
 
 // The render node's null ioctl (DRM_IOCTL_NPU_QUERY with size 0), measured
-// once per run set and shared by the launch and latency sections: seconds
-// per call, one sample per run.
+// once per run set and shared by the launch, latency and graph sections:
+// seconds per call, one sample per run.
 const std::vector<double> &nullIoctl(const Options &o);
 
 // The profiler's device time for one kind of task ("copy", "fill", "add",
@@ -129,6 +129,7 @@ double cpuParallelSample(double seconds);
 void benchCopy(const Options &o);
 void benchLaunch(const Options &o);
 void benchLatency(const Options &o);
+void benchGraph(const Options &o);
 void benchAlloc(const Options &o);
 void benchOverlap(const Options &o);
 void benchOps(const Options &o);

@@ -7,9 +7,11 @@
 //
 // Sections: copy (bandwidth against guest memcpy), launch (async tiny ops
 // against the null ioctl), latency (idle launch to completion, events,
-// synchronize), alloc (caching pool, fragmentation), overlap (copy and
-// compute streams at once), ops (GEMM and add against the host CPU), peer
-// (copies from another NPU's memory against same-device copies).
+// synchronize), graph (replayed graph launches against the null ioctl, and
+// idle launch to completion against ops launched separately), alloc
+// (caching pool, fragmentation), overlap (copy and compute streams at
+// once), ops (GEMM and add against the host CPU), peer (copies from another
+// NPU's memory against same-device copies).
 // Every figure is the median of --runs runs, with min and max.
 #include <unistd.h>
 
@@ -25,7 +27,8 @@ namespace {
 
 using namespace bench;
 
-const char *const kSections[] = {"copy", "launch", "latency", "alloc", "overlap", "ops", "peer"};
+const char *const kSections[] = {"copy",  "launch",  "latency", "graph",
+                                 "alloc", "overlap", "ops",     "peer"};
 
 void usage(FILE *to)
 {
@@ -33,8 +36,8 @@ void usage(FILE *to)
 	        to,
 	        "usage: npurt-bench [--only SECTION[,SECTION...]] [--runs N] [--max-size BYTES]\n"
 	        "                   [--out DIR] [--quick]\n"
-	        "  --only LIST       sections to run: copy, launch, latency, alloc, overlap, ops,\n"
-	        "                    peer\n"
+	        "  --only LIST       sections to run: copy, launch, latency, graph, alloc,\n"
+	        "                    overlap, ops, peer\n"
 	        "                    (default: all)\n"
 	        "  --runs N          runs per figure; figures are the median, min and max\n"
 	        "                    (default 5, --quick 3)\n"
@@ -250,9 +253,9 @@ int main(int argc, char **argv)
 		void (*run)(const Options &);
 	};
 	const Section sections[] = {{"copy", benchCopy},       {"launch", benchLaunch},
-	                            {"latency", benchLatency}, {"alloc", benchAlloc},
-	                            {"overlap", benchOverlap}, {"ops", benchOps},
-	                            {"peer", benchPeer}};
+	                            {"latency", benchLatency}, {"graph", benchGraph},
+	                            {"alloc", benchAlloc},     {"overlap", benchOverlap},
+	                            {"ops", benchOps},         {"peer", benchPeer}};
 	for (const auto &s : sections) {
 		if (!o.want(s.name))
 			continue;

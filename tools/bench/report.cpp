@@ -82,7 +82,7 @@ bool passes(const Goal &g)
 void printTable()
 {
 	for (const char *section :
-	     {"limits", "copy", "launch", "latency", "alloc", "overlap", "ops", "peer"}) {
+	     {"limits", "copy", "launch", "latency", "graph", "alloc", "overlap", "ops", "peer"}) {
 		bool header = false;
 		for (const auto &f : figures()) {
 			if (f.section != section)

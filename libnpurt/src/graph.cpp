@@ -26,7 +26,8 @@ std::map<uint64_t, size_t> &gGraphMemory = *new std::map<uint64_t, size_t>;
 
 // A step of a plan holds at most this much: a batch takes a step whole
 // (with room for the profiler's timestamps), well under the stream's
-// batch limits.
+// batch limits; and no more device work than the driver runs inside
+// SUBMIT on an idle engine (a larger job waits for the engine's worker).
 constexpr size_t kStepBytes = 32u << 10;
 constexpr size_t kStepTasks = 256;
 
@@ -276,18 +277,22 @@ std::string Graph::dot(bool verbose) const
 std::shared_ptr<const GraphPlan> buildPlan(const Graph &g)
 {
 	auto plan = std::make_shared<GraphPlan>();
+	uint64_t cost = 0;  // of the last step's tasks
 	for (const GraphNode *n : g.order()) {
 		const NodeParams &p = n->p;
 		for (const GraphTask &t : p.tasks) {
 			PlanStep *last = plan->steps.empty() ? nullptr : &plan->steps.back();
+			const uint64_t c = taskCost(t.info);
 			if (!last || last->kind != PlanStep::Tasks ||
 			    last->engineClass != t.engineClass ||
 			    last->cmds.size() + t.packet.size() > kStepBytes ||
-			    last->tasks.size() >= kStepTasks) {
+			    last->tasks.size() >= kStepTasks || cost + c > kBatchMaxCost) {
 				plan->steps.emplace_back();
 				last = &plan->steps.back();
 				last->engineClass = t.engineClass;
+				cost = 0;
 			}
+			cost += c;
 			TaskInfo info = t.info;
 			info.graphNode = n->id;
 			info.cmdBegin = static_cast<uint32_t>(last->cmds.size());
@@ -314,6 +319,7 @@ std::shared_ptr<const GraphPlan> buildPlan(const Graph &g)
 		default:
 			continue;
 		}
+		plan->tasksOnly = false;
 		plan->steps.push_back(std::move(step));
 	}
 	return plan;

@@ -187,6 +187,7 @@ struct PlanStep {
 struct GraphPlan {
 	std::vector<PlanStep> steps;
 	uint64_t taskCount = 0;
+	bool tasksOnly = true;  // no host, record or wait steps
 };
 
 class GraphExec : public npurtGraphExec_st {

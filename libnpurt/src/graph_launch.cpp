@@ -149,6 +149,31 @@ npurtError_t Stream::launchGraph(const std::shared_ptr<const GraphPlan> &plan, c
 	if (!onWorker())
 		if (npurtError_t err = legacyOrder(api))
 			return err;
+	if (plan->tasksOnly && !profiling() && !launchBlocking()) {
+		// The common case: each step is a sealed job the flusher submits
+		// as it is (no copy of packets or tasks); the launching thread
+		// takes mutex_ alone, as an enqueue onto a batch does.
+		std::lock_guard<std::mutex> lock(mutex_);
+		if (failed_)
+			return setError(failed_, std::string(api) + ": " + failMessage_);
+		if (deferred_.empty() && !workerBusy_ && ready_.size() < kReadyMax) {
+			if (!batch_.tasks.empty()) {
+				ready_.push_back(std::move(batch_));  // earlier work first
+				batch_ = Batch{};
+			}
+			for (const PlanStep &st : plan->steps) {
+				Batch &b = ready_.emplace_back();
+				b.engineClass = static_cast<int>(st.engineClass);
+				b.plan = plan;
+				b.step = &st;
+			}
+			appended_ += plan->taskCount;
+			if (!flusher_.joinable())
+				flusher_ = std::thread([this] { flusherLoop(); });
+			flushCv_.notify_one();
+			return npurtSuccess;
+		}
+	}
 	std::scoped_lock lock(submitMutex_, mutex_);
 	if (failed_)
 		return setError(failed_, std::string(api) + ": " + failMessage_);

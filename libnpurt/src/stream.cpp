@@ -33,11 +33,10 @@ constexpr int64_t kBurstGapNs = int64_t{10} * 1000000;
 // not per launch. Work ahead that ends, a full batch, or anything that
 // needs the batch's point submits it sooner.
 constexpr auto kGather = std::chrono::microseconds(100);
-// Tasks that move more than this many bytes (or GEMMs of more
+// Tasks that move more than kBatchMaxCost bytes (or GEMMs of more
 // multiply-adds) are worth a submission of their own: queued in the
 // kernel they start the moment the work ahead ends, where a batch waits
-// for the flusher to notice. The driver's small-job limit, too.
-constexpr uint64_t kBatchMaxCost = 64 << 10;
+// for the flusher to notice.
 // Larger tasks are batched only behind two queued jobs of the stream:
 // the flusher submits the batch when the first of them ends, while the
 // second keeps the engine busy, so consecutive large copies run without
@@ -51,12 +50,16 @@ constexpr uint64_t kBatchMaxTotal = 64 << 20;
 // (the driver's NPU_COPY_RUN_COST).
 constexpr uint64_t kRunCost = 64;
 
+}  // namespace
+
 uint64_t taskCost(const TaskInfo &t)
 {
 	if (t.op == npurtOpGemm)
 		return t.m * t.n * t.k;  // validated: does not overflow
 	return t.bytes + t.runs * kRunCost;  // runs: at most kMaxRunsPerPacket
 }
+
+namespace {
 
 // What bounds a batch: a task's device time, in bytes a copy engine moves
 // in the same time, so that copies, element-wise ops and GEMMs bound it
@@ -660,7 +663,7 @@ uint64_t Stream::pendingMark()
 {
 	std::lock_guard<std::mutex> lock(mutex_);
 	uint64_t count = appended_ + deferredTasks_;
-	if (!count || (batch_.tasks.empty() && !deferredTasks_ && !submitting_ &&
+	if (!count || (batch_.tasks.empty() && ready_.empty() && !deferredTasks_ && !submitting_ &&
 	               deviceState() == DeviceState::Idle))
 		return 0;
 	return count;
@@ -803,7 +806,8 @@ bool Stream::busy()
 bool Stream::idle()
 {
 	std::lock_guard<std::mutex> lock(mutex_);
-	return batch_.tasks.empty() && deferred_.empty() && !workerBusy_ && waits_.empty() &&
+	return batch_.tasks.empty() && ready_.empty() && deferred_.empty() && !workerBusy_ &&
+	       waits_.empty() &&
 	       deviceState() == DeviceState::Idle;
 }
 
@@ -968,12 +972,12 @@ void Stream::dropJob(Batch &job)
 		if (history_.empty())
 			history_.resize(kTaskHistory);
 		auto cls = static_cast<uint32_t>(std::max(job.engineClass, 0));
-		for (const auto &t : job.tasks) {
+		for (const auto &t : job.taskList()) {
 			uint64_t seq = ++seq_;
 			history_[seq % kTaskHistory] = {t, 0, cls};
 		}
 	}
-	for (auto &t : job.tasks) {
+	for (const auto &t : job.taskList()) {
 		ctx_.freeTimestampSlot(t.tsStart);
 		ctx_.freeTimestampSlot(t.tsEnd);
 	}
@@ -1010,8 +1014,38 @@ bool Stream::findTask(uint32_t engineClass, uint64_t point, uint32_t offset, uin
 	return found;
 }
 
+const std::vector<TaskInfo> &Stream::Batch::taskList() const
+{
+	return step ? step->tasks : tasks;
+}
+
+const uint8_t *Stream::Batch::cmdData() const
+{
+	return step ? step->cmds.data() : cmds.data();
+}
+
+size_t Stream::Batch::cmdSize() const
+{
+	return step ? step->cmds.size() : cmds.size();
+}
+
+npurtError_t Stream::flushReady(const char *api, std::unique_lock<std::mutex> *unlocked)
+{
+	while (!ready_.empty()) {
+		// Taken off first: the flusher lets go of mutex_ during the ioctl,
+		// and launches may queue more meanwhile.
+		Batch job = std::move(ready_.front());
+		ready_.pop_front();
+		if (npurtError_t err = submitJob(job, api, unlocked))
+			return err;
+	}
+	return npurtSuccess;
+}
+
 npurtError_t Stream::flushBatch(const char *api, std::unique_lock<std::mutex> *unlocked)
 {
+	if (npurtError_t err = flushReady(api, unlocked))
+		return err;
 	if (batch_.tasks.empty())
 		return npurtSuccess;
 	// The batch's buffers alternate with the job's, so that neither is
@@ -1022,7 +1056,7 @@ npurtError_t Stream::flushBatch(const char *api, std::unique_lock<std::mutex> *u
 
 npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std::mutex> *unlocked)
 {
-	const TaskInfo &first = job.tasks.front();
+	const TaskInfo &first = job.taskList().front();
 	if (first.api && *first.api)
 		api = first.api;
 	if (failed_) {
@@ -1044,8 +1078,8 @@ npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std
 	drm_npu_submit s{};
 	s.queue_id = timelines_[cls]->queueId;
 	s.flags = job.callerWaits ? DRM_NPU_SUBMIT_CALLER_WAITS : 0;
-	s.cmds_ptr = reinterpret_cast<uintptr_t>(job.cmds.data());
-	s.cmds_size = static_cast<uint32_t>(job.cmds.size());
+	s.cmds_ptr = reinterpret_cast<uintptr_t>(job.cmdData());
+	s.cmds_size = static_cast<uint32_t>(job.cmdSize());
 	s.in_fence_count = static_cast<uint32_t>(fences_.size());
 	s.in_fences_ptr = reinterpret_cast<uintptr_t>(fences_.data());
 	os::Device &node = ctx_.node();
@@ -1054,7 +1088,7 @@ npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std
 	auto record = [&](uint64_t point) {
 		if (history_.empty())
 			history_.resize(kTaskHistory);
-		for (const auto &info : job.tasks) {
+		for (const auto &info : job.taskList()) {
 			uint64_t seq = ++seq_;
 			history_[seq % kTaskHistory] = {info, point, cls};
 			if (!job.profiled || !info.tsEnd)
@@ -1098,15 +1132,15 @@ npurtError_t Stream::submitJob(Batch &job, const char *api, std::unique_lock<std
 		bool &flag;
 		~Submitted() { flag = false; }
 	} submitted{submitting_};
-	if (ret == -EINVAL && job.tasks.size() > 1) {
+	if (ret == -EINVAL && job.taskList().size() > 1) {
 		// The device refused a packet the runtime let through: submit the
 		// tasks one by one, so the good ones run and the bad one is named.
 		return splitJob(job, api);
 	}
 	if (ret) {
-		std::string what = job.tasks.size() == 1
-		                           ? job.tasks.front().what()
-		                           : std::to_string(job.tasks.size()) + " tasks";
+		std::string what = job.taskList().size() == 1
+		                           ? job.taskList().front().what()
+		                           : std::to_string(job.taskList().size()) + " tasks";
 		dropJob(job);
 		if (ret == -EIO)
 			return checkFailure(api);
@@ -1132,11 +1166,11 @@ npurtError_t Stream::splitJob(Batch &whole, const char *api)
 {
 	Batch one;
 	npurtError_t first = npurtSuccess;
-	for (auto &t : whole.tasks) {
+	for (TaskInfo t : whole.taskList()) {
 		uint32_t begin = t.cmdBegin, end = t.cmdEnd;
 		one.engineClass = whole.engineClass;
 		one.cmds.clear();
-		one.cmds.append(whole.cmds.data() + begin, end - begin);
+		one.cmds.append(whole.cmdData() + begin, end - begin);
 		t.cmdBegin = 0;
 		t.cmdEnd = end - begin;
 		one.tasks.assign(1, t);
@@ -1223,9 +1257,22 @@ void Stream::flusherLoop()
 		uint64_t seen = 0;  // the stream's last point when the batch was looked at
 		{
 			std::unique_lock<std::mutex> lock(mutex_);
-			flushCv_.wait(lock, [this] { return stopping_ || !batch_.tasks.empty(); });
+			flushCv_.wait(lock, [this] {
+				return stopping_ || !batch_.tasks.empty() || !ready_.empty();
+			});
 			if (stopping_)
 				return;  // the destructor submits what is left
+			if (!ready_.empty()) {
+				// Sealed jobs go to the kernel's queue at once: they
+				// do not grow while the device works.
+				lock.unlock();
+				std::unique_lock<std::mutex> submitting(submitMutex_);
+				lock.lock();
+				if (flushReady("submitting a graph launch", &lock) && !failed_)
+					fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(), true);
+				npurtGetLastError();
+				continue;
+			}
 			cls = lastClass_;
 			seen = cls >= 0 ? last_[cls] : 0;
 			DeviceState state = deviceState();
@@ -1318,7 +1365,8 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 		bool batching = !callerWaits && !launchBlocking() && waits_.empty() &&
 		                (open ? batch_.engineClass == cls : true);
 		if (!big)
-			batching = batching && (open || hot || state == DeviceState::Busy);
+			batching = batching && (open || hot || !ready_.empty() ||
+			                        state == DeviceState::Busy);
 		else
 			batching = batching && lastClass_ == cls && jobsAhead(cls) >= 2;
 		if (batching) {

@@ -60,6 +60,14 @@ struct CallSite {
 	std::string str() const;
 };
 
+struct TaskInfo;
+// What the device's time for a task grows with (bytes, or a GEMM's
+// multiply-adds), as the driver counts it.
+uint64_t taskCost(const TaskInfo &t);
+// A job whose tasks cost at most this in all is small: the driver may run
+// it inside SUBMIT when the engine is idle (NPU_DIRECT_MAX_COST).
+constexpr uint64_t kBatchMaxCost = 64 << 10;
+
 // What a task was, for fault reports and the profiler. Plain data filled
 // on every enqueue; the text is made only when a report needs it.
 struct TaskInfo {
@@ -344,6 +352,13 @@ private:
 		uint64_t work = 0;  // taskWork() of the tasks, summed
 		CmdBuffer cmds;
 		std::vector<TaskInfo> tasks;
+		// A sealed job of an executable graph: its packets and tasks are
+		// the plan step's (kept alive by plan), not copied.
+		std::shared_ptr<const GraphPlan> plan;
+		const PlanStep *step = nullptr;
+		const std::vector<TaskInfo> &taskList() const;
+		const uint8_t *cmdData() const;
+		size_t cmdSize() const;
 		// Empty again, keeping its memory.
 		void clear()
 		{
@@ -354,8 +369,18 @@ private:
 			work = 0;
 			cmds.clear();
 			tasks.clear();
+			plan.reset();
+			step = nullptr;
 		}
 	};
+	// Submits the sealed jobs of ready_ (with submitMutex_ and mutex_
+	// held; the flusher passes its lock, as to flushBatch).
+	npurtError_t flushReady(const char *api, std::unique_lock<std::mutex> *unlocked = nullptr);
+	// Sealed jobs, to be submitted in order before batch_ (graph
+	// launches: the launching thread only queues them, the flusher
+	// submits them); at most kReadyMax, then launches submit themselves.
+	static constexpr size_t kReadyMax = 1024;
+	std::deque<Batch> ready_;
 	// The submitted task number seq (from 1) and the point of its job, in
 	// history_[seq % kTaskHistory] while it is among the last ones.
 	struct TaskRecord {

@@ -807,8 +807,7 @@ bool Stream::idle()
 {
 	std::lock_guard<std::mutex> lock(mutex_);
 	return batch_.tasks.empty() && ready_.empty() && deferred_.empty() && !workerBusy_ &&
-	       waits_.empty() &&
-	       deviceState() == DeviceState::Idle;
+	       waits_.empty() && deviceState() == DeviceState::Idle;
 }
 
 std::string Stream::describeTask(const Timeline &tl, uint64_t point, uint32_t offset)
@@ -1269,7 +1268,8 @@ void Stream::flusherLoop()
 				std::unique_lock<std::mutex> submitting(submitMutex_);
 				lock.lock();
 				if (flushReady("submitting a graph launch", &lock) && !failed_)
-					fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(), true);
+					fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(),
+					     true);
 				npurtGetLastError();
 				continue;
 			}
@@ -1365,8 +1365,8 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 		bool batching = !callerWaits && !launchBlocking() && waits_.empty() &&
 		                (open ? batch_.engineClass == cls : true);
 		if (!big)
-			batching = batching && (open || hot || !ready_.empty() ||
-			                        state == DeviceState::Busy);
+			batching = batching &&
+			           (open || hot || !ready_.empty() || state == DeviceState::Busy);
 		else
 			batching = batching && lastClass_ == cls && jobsAhead(cls) >= 2;
 		if (batching) {

@@ -219,9 +219,7 @@ TEST_F(Graphs, ForbiddenCallsFailAndInvalidateTheCapture)
 	         }},
 	        {"npurtDeviceSynchronize", [&] { return npurtDeviceSynchronize(); }},
 	        {"a synchronous copy elsewhere",
-	         [&] {
-		         return npurtMemcpy(buf_[5], buf_[0], kN * 4, npurtMemcpyDeviceToDevice);
-	         }},
+	         [&] { return npurtMemcpy(buf_[5], buf_[0], kN * 4, npurtMemcpyDeviceToDevice); }},
 	        {"a pageable copy",
 	         [&] {
 		         return npurtMemcpyAsync(d, pageable.data(), kN * 4,

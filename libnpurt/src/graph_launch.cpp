@@ -3,6 +3,7 @@
 // functions and event waits behind the stream's worker as the enqueue calls
 // put them, and the batch is submitted by the stream's flusher, so that the
 // launching thread makes no system call.
+#include <algorithm>
 #include <thread>
 
 #include "error.h"
@@ -20,10 +21,14 @@ uint64_t tasksFrom(const GraphPlan &plan, size_t from)
 	return n;
 }
 
-// The events the plan records from step `from` on, as the stream they are
-// recorded on (and its task count) sees them now.
-void markRecords(const GraphPlan &plan, size_t from, Stream *s, uint64_t serial, uint64_t tasks)
+// The events the plan records from step `from` on, made pending now, as a
+// deferred npurtEventRecord's are (the stream they are recorded on and its
+// task count). An event destroyed meanwhile waits for its pending record,
+// so the ones listed stay alive until they are recorded or resolved.
+std::shared_ptr<MarkedEvents> markRecords(const GraphPlan &plan, size_t from, Stream *s,
+                                          uint64_t serial, uint64_t tasks)
 {
+	auto marked = std::make_shared<MarkedEvents>();
 	for (size_t i = from; i < plan.steps.size(); i++) {
 		const PlanStep &st = plan.steps[i];
 		Event *ev = nullptr;
@@ -31,8 +36,10 @@ void markRecords(const GraphPlan &plan, size_t from, Stream *s, uint64_t serial,
 			continue;
 		ev->setPending(s);
 		ev->setOrder(serial, tasks);
+		marked->push_back(ev);
 	}
 	npurtGetLastError();
+	return marked;
 }
 
 }  // namespace
@@ -57,24 +64,40 @@ void Stream::appendStep(const PlanStep &step)
 	appended_ += step.tasks.size();
 }
 
-npurtError_t Stream::runPlan(const std::shared_ptr<const GraphPlan> &plan, size_t from, bool marked,
-                             const char *api)
+void Stream::continuePlan(const std::shared_ptr<const GraphPlan> &plan, size_t from, uint64_t later,
+                          const std::shared_ptr<MarkedEvents> &marked, const char *api)
 {
-	// The rest of the plan after step i goes behind the worker's task; its
-	// records are pending from now on, as a deferred npurtEventRecord's.
-	auto rest = [this, &plan, api, marked](size_t i) {
+	deferredTasks_ += later;
+	defer([this, plan, from, later, marked, api] {
+		std::scoped_lock l(submitMutex_, mutex_);
+		deferredTasks_ -= later;
+		if (npurtError_t err = runPlan(plan, from, marked, api)) {
+			if (!failed_)
+				fail(err, npurtGetLastErrorMessage(), true);
+			// The records the plan did not reach stand for the work
+			// before the failure, as a deferred record's do.
+			Point last = lastClass_ >= 0
+			                     ? Point{timelines_[lastClass_], last_[lastClass_]}
+			                     : Point{};
+			for (Event *ev : *marked)
+				ev->resolve(last, &ctx_, 0);
+			marked->clear();
+		}
+		npurtGetLastError();
+	});
+}
+
+npurtError_t Stream::runPlan(const std::shared_ptr<const GraphPlan> &plan, size_t from,
+                             const std::shared_ptr<MarkedEvents> &marked, const char *api)
+{
+	// The rest of the plan after step i goes behind the worker's task.
+	auto rest = [this, &plan, api, &marked](size_t i) {
 		const uint64_t later = tasksFrom(*plan, i + 1);
-		if (!marked)
-			markRecords(*plan, i + 1, this, serial_,
-			            appended_ + deferredTasks_ + later);
-		deferredTasks_ += later;
-		defer([this, plan, i, later, api] {
-			std::scoped_lock l(submitMutex_, mutex_);
-			deferredTasks_ -= later;
-			if (runPlan(plan, i + 1, true, api) && !failed_)
-				fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(), true);
-			npurtGetLastError();
-		});
+		continuePlan(plan, i + 1, later,
+		             marked ? marked
+		                    : markRecords(*plan, i + 1, this, serial_,
+		                                  appended_ + deferredTasks_ + later),
+		             api);
 	};
 	for (size_t i = from; i < plan->steps.size(); i++) {
 		const PlanStep &st = plan->steps[i];
@@ -98,15 +121,24 @@ npurtError_t Stream::runPlan(const std::shared_ptr<const GraphPlan> &plan, size_
 			return npurtSuccess;
 		}
 		Event *ev = nullptr;
+		if (st.kind == PlanStep::Record && marked) {
+			// Made pending when the launch was deferred (and kept alive
+			// by that); one not listed was destroyed before.
+			auto it = std::ranges::find(*marked, st.event);
+			if (it == marked->end())
+				continue;
+			marked->erase(it);
+			if (npurtError_t err = recordNow(*st.event, api))
+				return err;
+			continue;
+		}
 		if (npurtError_t err = resolveEvent(st.event, &ev, api))
 			return setError(err, std::string(api) +
 			                             ": an event of the graph was destroyed (" +
 			                             npurtGetLastErrorMessage() + ")");
 		if (st.kind == PlanStep::Record) {
-			if (!marked) {
-				ev->setPending(this);
-				ev->setOrder(serial_, appended_ + deferredTasks_);
-			}
+			ev->setPending(this);
+			ev->setOrder(serial_, appended_ + deferredTasks_);
 			if (npurtError_t err = recordNow(*ev, api))
 				return err;
 			continue;
@@ -146,6 +178,17 @@ npurtError_t Stream::launchGraph(const std::shared_ptr<const GraphPlan> &plan, c
 {
 	if (capturing())
 		return captureRefuse(api, "launching a graph into a capture (child graphs)");
+	// A launch whose events are gone runs nothing.
+	if (!plan->tasksOnly)
+		for (const PlanStep &st : plan->steps) {
+			Event *ev = nullptr;
+			if ((st.kind == PlanStep::Record || st.kind == PlanStep::Wait) &&
+			    resolveEvent(st.event, &ev, api))
+				return setError(npurtErrorInvalidHandle,
+				                std::string(api) +
+				                        ": an event of the graph was destroyed (" +
+				                        npurtGetLastErrorMessage() + ")");
+		}
 	if (!onWorker())
 		if (npurtError_t err = legacyOrder(api))
 			return err;
@@ -178,18 +221,13 @@ npurtError_t Stream::launchGraph(const std::shared_ptr<const GraphPlan> &plan, c
 	if (failed_)
 		return setError(failed_, std::string(api) + ": " + failMessage_);
 	if ((!deferred_.empty() || workerBusy_) && !onWorker()) {
-		markRecords(*plan, 0, this, serial_, appended_ + deferredTasks_ + plan->taskCount);
-		deferredTasks_ += plan->taskCount;
-		defer([this, plan, api] {
-			std::scoped_lock l(submitMutex_, mutex_);
-			deferredTasks_ -= plan->taskCount;
-			if (runPlan(plan, 0, true, api) && !failed_)
-				fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(), true);
-			npurtGetLastError();
-		});
+		continuePlan(plan, 0, plan->taskCount,
+		             markRecords(*plan, 0, this, serial_,
+		                         appended_ + deferredTasks_ + plan->taskCount),
+		             api);
 		return npurtSuccess;
 	}
-	return runPlan(plan, 0, false, api);
+	return runPlan(plan, 0, nullptr, api);
 }
 
 npurtError_t Stream::waitFor(const Point &p, const char *api)

@@ -111,6 +111,8 @@ class GraphNode;
 struct Capture;
 struct GraphPlan;
 struct PlanStep;
+// Events a deferred graph launch made pending (see Stream::runPlan).
+using MarkedEvents = std::vector<Event *>;
 
 // Names of npurtOpKind and npurtDataType values.
 extern const char *const kOpNames[16];
@@ -308,10 +310,15 @@ private:
 	bool captureWait(Event &ev, const char *api, npurtError_t *err);
 	// Runs plan's steps from `from` on (graph_launch.cpp); with both locks
 	// held.
-	// marked: the plan's records from `from` on were made pending when
-	// the launch (or the host step before them) was deferred.
-	npurtError_t runPlan(const std::shared_ptr<const GraphPlan> &plan, size_t from, bool marked,
-	                     const char *api);
+	// marked: the events the plan records from `from` on, made pending
+	// when the launch (or the host step before them) was deferred; null
+	// when it runs as it is launched.
+	npurtError_t runPlan(const std::shared_ptr<const GraphPlan> &plan, size_t from,
+	                     const std::shared_ptr<MarkedEvents> &marked, const char *api);
+	// Runs the plan from `from` on behind the stream's worker (`later`
+	// of its tasks counted as deferred meanwhile).
+	void continuePlan(const std::shared_ptr<const GraphPlan> &plan, size_t from, uint64_t later,
+	                  const std::shared_ptr<MarkedEvents> &marked, const char *api);
 	// Records ev now (or resolves it with the last point); with both
 	// locks held.
 	npurtError_t recordNow(Event &ev, const char *api);

@@ -878,6 +878,53 @@ TEST_F(Graphs, HostNodesAndLaunchesBehindHostFunctions)
 	npurtGraphDestroy(g);
 }
 
+TEST_F(Graphs, RecordsOfADeferredLaunchArePendingAtOnce)
+{
+	float *y = buf_[3];
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&g, 0), npurtSuccess);
+	npurtOpDesc d = addOp(buf_[0], buf_[1], y);
+	npurtGraphNode_t op = nullptr, rec = nullptr;
+	ASSERT_EQ(npurtGraphAddKernelNode(&op, g, nullptr, 0, &d), npurtSuccess);
+	npurtEvent_t ev = nullptr;
+	ASSERT_EQ(npurtEventCreateWithFlags(&ev, npurtEventDisableTiming), npurtSuccess);
+	ASSERT_EQ(npurtGraphAddEventRecordNode(&rec, g, &op, 1, ev), npurtSuccess);
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess);
+	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
+	Gate gate;
+	ASSERT_EQ(npurtLaunchHostFunc(s_[0], Gate::hostFn, &gate), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	EXPECT_EQ(npurtEventQuery(ev), npurtErrorNotReady) << "the launch's record is pending";
+	// A stream told to wait for it waits for the deferred record.
+	ASSERT_EQ(npurtStreamWaitEvent(s_[1], ev, 0), npurtSuccess);
+	npurtOpDesc twice = addOp(y, y, buf_[4]);
+	ASSERT_EQ(npurtLaunchOp(&twice, s_[1]), npurtSuccess);
+	// Destroying the event waits for the record, which the gate holds.
+	std::atomic<bool> destroyed{false};
+	std::thread t([&] {
+		EXPECT_EQ(npurtEventDestroy(ev), npurtSuccess);
+		destroyed = true;
+	});
+	ASSERT_TRUE(gate.waitReached(20000));
+	gate.open();
+	t.join();
+	EXPECT_TRUE(destroyed.load());
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess) << lastMessage();
+	EXPECT_TRUE(holds(buf_[4], 6.0f)) << "s_[1] ran after the graph's op";
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	// Launched again, its record node names a destroyed event: the launch
+	// is refused whole, the stream goes on.
+	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
+	EXPECT_EQ(npurtGraphLaunch(exec, s_[0]), npurtErrorInvalidHandle);
+	EXPECT_TRUE(contains(lastMessage(), "an event of the graph was destroyed"))
+	        << lastMessage();
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 0.0f)) << "nothing of the refused launch ran";
+	npurtGraphExecDestroy(exec);
+	npurtGraphDestroy(g);
+}
+
 TEST_F(Graphs, ThreadsCaptureAndLaunchTheirOwnGraphs)
 {
 	constexpr int kThreads = 4;

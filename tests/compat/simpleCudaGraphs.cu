@@ -76,20 +76,16 @@ cudaGraph_t captureForkJoin(cudaStream_t *s, cudaEvent_t *ev, float alpha, int b
 	CHECK(cudaStreamWaitEvent(s[1], ev[0], 0));
 	CHECK(cudaStreamWaitEvent(s[2], ev[0], 0));
 	CHECK(cudaMemcpyAsync(d_a, h_a, bytes, cudaMemcpyHostToDevice, s[1]));
-	scale<<<n / 256, 256, 0, s[1]>>>(d_a, d_a, alpha,
-	                                 n);  // npurt: CHECK(opScale(d_a, d_a, alpha, n, s[1]));
+	scale<<<n / 256, 256, 0, s[1]>>>(d_a, d_a, alpha, n);  // npurt: CHECK(opScale(d_a, d_a, alpha, n, s[1]));
 	CHECK(cudaEventRecord(ev[1], s[1]));
 	CHECK(cudaMemcpyAsync(d_b, h_b, bytes, cudaMemcpyHostToDevice, s[2]));
-	scale<<<n / 256, 256, 0, s[2]>>>(d_b, d_b, 3.0f,
-	                                 n);  // npurt: CHECK(opScale(d_b, d_b, 3.0f, n, s[2]));
+	scale<<<n / 256, 256, 0, s[2]>>>(d_b, d_b, 3.0f, n);  // npurt: CHECK(opScale(d_b, d_b, 3.0f, n, s[2]));
 	CHECK(cudaMemsetAsync(d_b, byte, bytes / 4, s[2]));
 	CHECK(cudaEventRecord(ev[2], s[2]));
 	CHECK(cudaStreamWaitEvent(s[0], ev[1], 0));
 	CHECK(cudaStreamWaitEvent(s[0], ev[2], 0));
-	vectorAdd<<<n / 256, 256, 0, s[0]>>>(d_a, d_b, d_y,
-	                                     n);  // npurt: CHECK(opAdd(d_y, d_a, d_b, n, s[0]));
-	vectorAdd<<<n / 256, 256, 0, s[0]>>>(
-	        d_acc, d_y, d_acc, n);  // npurt: CHECK(opAdd(d_acc, d_acc, d_y, n, s[0]));
+	vectorAdd<<<n / 256, 256, 0, s[0]>>>(d_a, d_b, d_y, n);  // npurt: CHECK(opAdd(d_y, d_a, d_b, n, s[0]));
+	vectorAdd<<<n / 256, 256, 0, s[0]>>>(d_acc, d_y, d_acc, n);  // npurt: CHECK(opAdd(d_acc, d_acc, d_y, n, s[0]));
 	CHECK(cudaMemcpyAsync(h_y, d_y, bytes, cudaMemcpyDeviceToHost, s[0]));
 	CHECK(cudaStreamEndCapture(s[0], &g));
 	return g;
@@ -223,8 +219,7 @@ int main()
 	// taken from a captured launch of the kernel instead.
 	cudaGraph_t launchGraph;
 	CHECK(cudaStreamBeginCapture(s[0], cudaStreamCaptureModeGlobal));
-	vectorAdd<<<n / 256, 256, 0, s[0]>>>(d_x, d_c, d_z,
-	                                     n);  // npurt: CHECK(opAdd(d_z, d_x, d_c, n, s[0]));
+	vectorAdd<<<n / 256, 256, 0, s[0]>>>(d_x, d_c, d_z, n);  // npurt: CHECK(opAdd(d_z, d_x, d_c, n, s[0]));
 	CHECK(cudaStreamEndCapture(s[0], &launchGraph));
 	cudaGraphNode_t launched;
 	size_t one = 1;
@@ -301,10 +296,8 @@ int main()
 	CHECK(cudaStreamBeginCapture(s[0], cudaStreamCaptureModeGlobal));
 	float *tmp = NULL;
 	CHECK(cudaMallocAsync((void **)&tmp, bytes, s[0]));
-	scale<<<n / 256, 256, 0, s[0]>>>(tmp, d_in, 2.0f,
-	                                 n);  // npurt: CHECK(opScale(tmp, d_in, 2.0f, n, s[0]));
-	vectorAdd<<<n / 256, 256, 0, s[0]>>>(
-	        d_out, tmp, d_out, n);  // npurt: CHECK(opAdd(d_out, d_out, tmp, n, s[0]));
+	scale<<<n / 256, 256, 0, s[0]>>>(tmp, d_in, 2.0f, n);  // npurt: CHECK(opScale(tmp, d_in, 2.0f, n, s[0]));
+	vectorAdd<<<n / 256, 256, 0, s[0]>>>(d_out, tmp, d_out, n);  // npurt: CHECK(opAdd(d_out, d_out, tmp, n, s[0]));
 	CHECK(cudaFreeAsync(tmp, s[0]));
 	CHECK(cudaStreamEndCapture(s[0], &withAlloc));
 	cudaGraphNode_t nodes[4];

@@ -25,3 +25,21 @@ npurtError_t ptdsMemcpy(void *dst, const void *src, size_t n, npurtMemcpyKind ki
 {
 	return npurtMemcpy(dst, src, n, kind);
 }
+
+npurtError_t ptdsCaptureMemset(void *d, size_t n, npurtGraph_t *graph, unsigned long long *id)
+{
+	// CUDA's short forms: the capture calls on NULL (the thread's stream),
+	// GetCaptureInfo with its defaulted outputs.
+	npurtError_t err = npurtStreamBeginCapture(0, npurtStreamCaptureModeThreadLocal);
+	if (err)
+		return err;
+	npurtStreamCaptureStatus status = npurtStreamCaptureStatusNone;
+	if ((err = npurtStreamGetCaptureInfo(0, &status, id)) ||
+	    status != npurtStreamCaptureStatusActive)
+		return err ? err : npurtErrorUnknown;
+	if ((err = npurtMemsetAsync(d, 0x11, n, 0))) {
+		npurtStreamEndCapture(0, graph);
+		return err;
+	}
+	return npurtStreamEndCapture(0, graph);
+}

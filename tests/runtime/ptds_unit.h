@@ -8,3 +8,5 @@ npurtError_t ptdsLaunchHostFunc(npurtHostFn_t fn, void *data);
 npurtError_t ptdsMemsetAsync(void *d, int value, size_t n);
 npurtError_t ptdsStreamQuery();
 npurtError_t ptdsMemcpy(void *dst, const void *src, size_t n, npurtMemcpyKind kind);
+// A capture of one memset on the thread's stream (NULL), ended: *graph.
+npurtError_t ptdsCaptureMemset(void *d, size_t n, npurtGraph_t *graph, unsigned long long *id);

@@ -17,6 +17,7 @@
 
 #include "gate.h"
 #include "npurt/npurt.h"
+#include "ptds_unit.h"
 #include "vm_knobs.h"
 
 namespace {
@@ -921,6 +922,26 @@ TEST_F(Graphs, RecordsOfADeferredLaunchArePendingAtOnce)
 	        << lastMessage();
 	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
 	EXPECT_TRUE(holds(y, 0.0f)) << "nothing of the refused launch ran";
+	npurtGraphExecDestroy(exec);
+	npurtGraphDestroy(g);
+}
+
+TEST_F(Graphs, PerThreadStreamsCaptureWithCudasShortForms)
+{
+	npurtGraph_t g = nullptr;
+	unsigned long long id = 0;
+	ASSERT_EQ(ptdsCaptureMemset(buf_[2], kN * 4, &g, &id), npurtSuccess) << lastMessage();
+	EXPECT_NE(id, 0u);
+	ASSERT_EQ(nodeCount(g), 1u);
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g), npurtSuccess) << "flags default to 0";
+	ASSERT_EQ(npurtMemset(buf_[2], 0, kN * 4), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, npurtStreamPerThread), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(npurtStreamPerThread), npurtSuccess);
+	std::vector<unsigned char> h(kN * 4);
+	ASSERT_EQ(npurtMemcpy(h.data(), buf_[2], kN * 4, npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(h[0], 0x11);
+	EXPECT_EQ(h[kN * 4 - 1], 0x11);
 	npurtGraphExecDestroy(exec);
 	npurtGraphDestroy(g);
 }

@@ -24,6 +24,13 @@ extern "C" {
 #define NPURT_API
 #endif
 
+/* C++ callers get CUDA's default arguments (C callers pass every one). */
+#ifdef __cplusplus
+#define NPURT_DEFAULT(v) = v
+#else
+#define NPURT_DEFAULT(v)
+#endif
+
 /*
  * libnpurt's version (also npurtRuntimeGetVersion): major * 1000 + minor * 10,
  * as CUDA encodes CUDART_VERSION, so the same comparisons work. It is
@@ -1123,12 +1130,11 @@ NPURT_API npurtError_t npurtStreamIsCapturing(npurtStream_t stream,
                                               npurtStreamCaptureStatus *pCaptureStatus);
 /* Any output may be NULL. *dependencies_out: the nodes the stream's next
  * captured work will depend on, valid until the next call on the stream. */
-NPURT_API npurtError_t npurtStreamGetCaptureInfo(npurtStream_t stream,
-                                                 npurtStreamCaptureStatus *captureStatus_out,
-                                                 unsigned long long *id_out,
-                                                 npurtGraph_t *graph_out,
-                                                 const npurtGraphNode_t **dependencies_out,
-                                                 size_t *numDependencies_out);
+NPURT_API npurtError_t npurtStreamGetCaptureInfo(
+        npurtStream_t stream, npurtStreamCaptureStatus *captureStatus_out,
+        unsigned long long *id_out NPURT_DEFAULT(NULL), npurtGraph_t *graph_out NPURT_DEFAULT(NULL),
+        const npurtGraphNode_t **dependencies_out NPURT_DEFAULT(NULL),
+        size_t *numDependencies_out NPURT_DEFAULT(NULL));
 /* Swaps the calling thread's capture mode with *mode. */
 NPURT_API npurtError_t npurtThreadExchangeStreamCaptureMode(npurtStreamCaptureMode *mode);
 
@@ -1230,9 +1236,10 @@ NPURT_API npurtError_t npurtGraphDebugDotPrint(npurtGraph_t graph, const char *p
 
 /* Executable graphs. */
 NPURT_API npurtError_t npurtGraphInstantiate(npurtGraphExec_t *pGraphExec, npurtGraph_t graph,
-                                             unsigned long long flags);
+                                             unsigned long long flags NPURT_DEFAULT(0));
 NPURT_API npurtError_t npurtGraphInstantiateWithFlags(npurtGraphExec_t *pGraphExec,
-                                                      npurtGraph_t graph, unsigned long long flags);
+                                                      npurtGraph_t graph,
+                                                      unsigned long long flags NPURT_DEFAULT(0));
 /* Runs the graph on the stream, after the stream's earlier work and the
  * executable graph's earlier launches. A node that faults fails the stream
  * like any task; the report names the graph node and the call that made it. */
@@ -1353,8 +1360,8 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 #define npurtStreamBeginCapture(st, m) npurtStreamBeginCapture(npurtPerThreadStream_(st), m)
 #define npurtStreamEndCapture(st, g) npurtStreamEndCapture(npurtPerThreadStream_(st), g)
 #define npurtStreamIsCapturing(st, s) npurtStreamIsCapturing(npurtPerThreadStream_(st), s)
-#define npurtStreamGetCaptureInfo(st, s, i, g, d, n) \
-	npurtStreamGetCaptureInfo(npurtPerThreadStream_(st), s, i, g, d, n)
+#define npurtStreamGetCaptureInfo(st, ...) \
+	npurtStreamGetCaptureInfo(npurtPerThreadStream_(st), __VA_ARGS__)
 #define npurtGraphLaunch(e, st) npurtGraphLaunch(e, npurtPerThreadStream_(st))
 #define npurtGraphUpload(e, st) npurtGraphUpload(e, npurtPerThreadStream_(st))
 #endif

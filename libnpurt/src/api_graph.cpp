@@ -59,7 +59,13 @@ Graph *target(npurtGraphNode_t *pNode, npurtGraph_t graph, const npurtGraphNode_
 	Graph *g = nullptr;
 	if (!pNode)
 		*err = nullArgument(api, "pGraphNode");
-	else if (!(*err = npurt::resolveGraph(graph, &g, api)))
+	else if ((*err = npurt::resolveGraph(graph, &g, api)))
+		return nullptr;
+	else if (!g->alive())
+		*err = setError(npurtErrorInvalidValue,
+		                std::string(api) +
+		                        ": the graph's device was reset; make a new graph");
+	else
 		*err = dependencies(*g, deps, n, d, api);
 	return *err ? nullptr : g;
 }
@@ -379,7 +385,7 @@ npurtError_t instantiate(npurtGraphExec_t *pExec, npurtGraph_t graph, unsigned l
 	if (flags & ~known)
 		return setError(npurtErrorInvalidValue, std::string(api) + ": unknown flags " +
 		                                                npurt::hexAddr(flags & ~known));
-	if (!Runtime::instance().isContext(&g->ctx()))
+	if (!g->alive())
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) +
 		                        ": the graph's device was reset; make a new graph");
@@ -1112,20 +1118,25 @@ npurtError_t npurtGraphLaunch(npurtGraphExec_t graphExec, npurtStream_t stream)
 			                std::string(api) +
 			                        ": the stream is not of the graph's context "
 			                        "(its device)");
+		if (s->capturing())
+			return s->captureRefuse(api,
+			                        "launching a graph into a capture (child graphs)");
 		std::lock_guard<std::mutex> lock(e->launchMutex);
 		// After the executable graph's last launch on another stream:
-		// after that stream's work so far, deferred work included.
+		// after that stream's work so far, deferred work included (a
+		// stream capturing since cannot record: its submitted work).
 		if (e->lastStream && e->lastStream != s->life()) {
 			npurt::Point p;
 			bool recorded = false;
 			{
 				std::lock_guard<std::mutex> l(e->lastStream->mutex);
-				if (Stream *prev = e->lastStream->stream) {
+				Stream *prev = e->lastStream->stream;
+				if (prev && !prev->capturing()) {
 					if (npurtError_t err = prev->record(e->order, api))
 						return err;
 					recorded = true;
 				} else {
-					p = e->lastStream->last;
+					p = prev ? prev->tail() : e->lastStream->last;
 				}
 			}
 			npurtError_t err = recorded ? s->wait(e->order, api)

@@ -499,7 +499,7 @@ npurtError_t buildNode(Graph &g, const std::vector<GraphNode *> &deps,
                        const std::function<npurtError_t(npurtStream_t)> &enqueue,
                        npurtGraphNodeType type, GraphNode **out, const char *api)
 {
-	if (!Runtime::instance().isContext(&g.ctx()))
+	if (!g.alive())
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) +
 		                        ": the graph's device was reset; make a new graph");

@@ -65,6 +65,9 @@ public:
 	Context &operator=(const Context &) = delete;
 
 	int ordinal() const { return ordinal_; }
+	// A number no other context of the process ever has (a new context
+	// may get a destroyed one's address).
+	uint64_t serial() const { return serial_; }
 	os::Device &node() { return node_; }
 	CachingAllocator &pool() { return pool_; }
 	// For the memory pools' allocators (mem_pool.cpp): segments from this
@@ -327,6 +330,12 @@ private:
 	const uint64_t pinCap_;
 
 	int ordinal_;
+	const uint64_t serial_ = nextSerial();
+	static uint64_t nextSerial()
+	{
+		static std::atomic<uint64_t> n{0};
+		return n.fetch_add(1, std::memory_order_relaxed) + 1;
+	}
 	os::Device &node_;
 	std::shared_ptr<os::Device> file_;
 	AddressSpace &space_;

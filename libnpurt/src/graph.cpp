@@ -81,7 +81,7 @@ GraphMemory::~GraphMemory()
 			gGraphMemory.erase(b);
 	}
 	// A destroyed context took its memory with it.
-	if (!ctx || !Runtime::instance().isContext(ctx))
+	if (!ctx || !Runtime::instance().isContext(ctx) || ctx->serial() != ctxSerial)
 		return;
 	for (uint64_t b : blocks)
 		if (ctx->pool().deallocate(b))
@@ -113,9 +113,16 @@ bool isGraphMemory(const void *p)
 	return gGraphMemory.count(reinterpret_cast<uint64_t>(p)) != 0;
 }
 
-Graph::Graph(Context &ctx) : ctx_(&ctx), memory_(std::make_shared<GraphMemory>())
+Graph::Graph(Context &ctx)
+    : ctx_(&ctx), ctxSerial_(ctx.serial()), memory_(std::make_shared<GraphMemory>())
 {
 	memory_->ctx = &ctx;
+	memory_->ctxSerial = ctx.serial();
+}
+
+bool Graph::alive() const
+{
+	return Runtime::instance().isContext(ctx_) && ctx_->serial() == ctxSerial_;
 }
 
 Graph::~Graph()

@@ -66,6 +66,7 @@ public:
 // last of them.
 struct GraphMemory {
 	Context *ctx = nullptr;
+	uint64_t ctxSerial = 0;
 	std::vector<uint64_t> blocks;
 	GraphMemory() = default;
 	GraphMemory(const GraphMemory &) = delete;
@@ -89,6 +90,9 @@ public:
 	Graph &operator=(const Graph &) = delete;
 
 	Context &ctx() const { return *ctx_; }
+	// Whether the graph's context still lives (npurtDeviceReset destroys
+	// it; a new one may get its address).
+	bool alive() const;
 	// npurtGraphClone's original (compared, never followed).
 	const Graph *origin = nullptr;
 	const std::vector<std::unique_ptr<GraphNode>> &nodes() const { return nodes_; }
@@ -112,6 +116,7 @@ public:
 
 private:
 	Context *ctx_;
+	uint64_t ctxSerial_;
 	std::vector<std::unique_ptr<GraphNode>> nodes_;
 	uint32_t nextId_ = 1;
 	std::shared_ptr<GraphMemory> memory_;

@@ -946,6 +946,37 @@ TEST_F(Graphs, PerThreadStreamsCaptureWithCudasShortForms)
 	npurtGraphDestroy(g);
 }
 
+TEST_F(Graphs, LaunchingIntoACaptureIsRefusedAndACapturingStreamOrdersNothing)
+{
+	float *y = buf_[3];
+	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	npurtOpDesc d = addOp(y, buf_[0], y);
+	ASSERT_EQ(npurtLaunchOp(&d, s_[0]), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s_[0], &g), npurtSuccess);
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[1]), npurtSuccess);
+	// The stream of the last launch captures now: a launch elsewhere is
+	// ordered after its submitted work and joins no capture.
+	ASSERT_EQ(npurtStreamBeginCapture(s_[1], npurtStreamCaptureModeRelaxed), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[2]), npurtSuccess) << lastMessage();
+	npurtStreamCaptureStatus st = npurtStreamCaptureStatusActive;
+	ASSERT_EQ(npurtStreamIsCapturing(s_[2], &st), npurtSuccess);
+	EXPECT_EQ(st, npurtStreamCaptureStatusNone);
+	// A launch into a capture (a child graph) is refused.
+	EXPECT_EQ(npurtGraphLaunch(exec, s_[1]), npurtErrorStreamCaptureUnsupported);
+	npurtGraph_t none = nullptr;
+	EXPECT_EQ(npurtStreamEndCapture(s_[1], &none), npurtErrorStreamCaptureInvalidated);
+	npurtGetLastError();
+	ASSERT_EQ(npurtStreamSynchronize(s_[2]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 2.0f));
+	npurtGraphExecDestroy(exec);
+	npurtGraphDestroy(g);
+}
+
 TEST_F(Graphs, ThreadsCaptureAndLaunchTheirOwnGraphs)
 {
 	constexpr int kThreads = 4;
@@ -986,6 +1017,27 @@ TEST_F(Graphs, ThreadsCaptureAndLaunchTheirOwnGraphs)
 	EXPECT_EQ(failures.load(), 0);
 	for (float *o : outs)
 		EXPECT_TRUE(holds(o, 100.0f));
+}
+
+TEST(GraphsReset, AGraphOfAResetDeviceIsRefusedNotFollowed)
+{
+	ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&g, 0), npurtSuccess);
+	npurtMemAllocNodeParams p{};
+	p.poolProps.allocType = npurtMemAllocationTypePinned;
+	p.poolProps.location.type = npurtMemLocationTypeDevice;
+	p.poolProps.location.id = 0;
+	p.bytesize = 4096;
+	npurtGraphNode_t a = nullptr, e = nullptr;
+	ASSERT_EQ(npurtGraphAddMemAllocNode(&a, g, nullptr, 0, &p), npurtSuccess);
+	ASSERT_EQ(npurtDeviceReset(), npurtSuccess);
+	EXPECT_EQ(npurtGraphAddEmptyNode(&e, g, &a, 1), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "reset")) << lastMessage();
+	npurtGraphExec_t exec = nullptr;
+	EXPECT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess) << "its memory went with the context";
+	npurtGetLastError();
 }
 
 }  // namespace

@@ -368,6 +368,25 @@ npurtError_t getParam(npurtGraphNode_t node, npurtGraphNodeType type, T *out, co
 	});
 }
 
+// The event of a record or wait node, and a new one for it.
+npurtError_t eventOf(npurtGraphNode_t node, npurtEvent_t *out, npurtGraphNodeType type,
+                     const char *api)
+{
+	return guarded(api, [&] {
+		return getParam(node, type, out, "event_out", api,
+		                [](const GraphNode &n) -> npurtEvent_t { return n.p.event; });
+	});
+}
+
+npurtError_t eventTo(npurtGraphNode_t node, npurtEvent_t event, npurtGraphNodeType type,
+                     const char *api)
+{
+	return guarded(api, [&] {
+		return onNode(node, type, api,
+		              [&](Context &, GraphNode &n) { return setEvent(n, event, api); });
+	});
+}
+
 npurtError_t instantiate(npurtGraphExec_t *pExec, npurtGraph_t graph, unsigned long long flags,
                          const char *api)
 {
@@ -758,38 +777,25 @@ npurtError_t npurtGraphAddEventWaitNode(npurtGraphNode_t *pGraphNode, npurtGraph
 
 npurtError_t npurtGraphEventRecordNodeGetEvent(npurtGraphNode_t node, npurtEvent_t *event_out)
 {
-	const char *api = "npurtGraphEventRecordNodeGetEvent";
-	return guarded(api, [&] {
-		return getParam(node, npurtGraphNodeTypeEventRecord, event_out, "event_out", api,
-		                [](const GraphNode &n) -> npurtEvent_t { return n.p.event; });
-	});
+	return eventOf(node, event_out, npurtGraphNodeTypeEventRecord,
+	               "npurtGraphEventRecordNodeGetEvent");
 }
 
 npurtError_t npurtGraphEventRecordNodeSetEvent(npurtGraphNode_t node, npurtEvent_t event)
 {
-	const char *api = "npurtGraphEventRecordNodeSetEvent";
-	return guarded(api, [&] {
-		return onNode(node, npurtGraphNodeTypeEventRecord, api,
-		              [&](Context &, GraphNode &n) { return setEvent(n, event, api); });
-	});
+	return eventTo(node, event, npurtGraphNodeTypeEventRecord,
+	               "npurtGraphEventRecordNodeSetEvent");
 }
 
 npurtError_t npurtGraphEventWaitNodeGetEvent(npurtGraphNode_t node, npurtEvent_t *event_out)
 {
-	const char *api = "npurtGraphEventWaitNodeGetEvent";
-	return guarded(api, [&] {
-		return getParam(node, npurtGraphNodeTypeWaitEvent, event_out, "event_out", api,
-		                [](const GraphNode &n) -> npurtEvent_t { return n.p.event; });
-	});
+	return eventOf(node, event_out, npurtGraphNodeTypeWaitEvent,
+	               "npurtGraphEventWaitNodeGetEvent");
 }
 
 npurtError_t npurtGraphEventWaitNodeSetEvent(npurtGraphNode_t node, npurtEvent_t event)
 {
-	const char *api = "npurtGraphEventWaitNodeSetEvent";
-	return guarded(api, [&] {
-		return onNode(node, npurtGraphNodeTypeWaitEvent, api,
-		              [&](Context &, GraphNode &n) { return setEvent(n, event, api); });
-	});
+	return eventTo(node, event, npurtGraphNodeTypeWaitEvent, "npurtGraphEventWaitNodeSetEvent");
 }
 
 npurtError_t npurtGraphAddMemAllocNode(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,

@@ -34,6 +34,8 @@ struct Options {
 // Seconds on the monotonic clock, and process CPU time (user + system,
 // every thread of the process) in seconds.
 double now();
+// Microseconds one read of the monotonic clock (now()) takes.
+double clockUs();
 double cpuSeconds();
 
 // Prints the runtime's error and exits 1 unless err is npurtSuccess.

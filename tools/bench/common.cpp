@@ -96,6 +96,16 @@ Stats ratioStats(const std::vector<double> &a, const std::vector<double> &b)
 	return r;
 }
 
+double clockUs()
+{
+	const int n = 2000;
+	double t0 = now(), t = 0;
+	for (int i = 0; i < n; i++)
+		t += now();
+	double dt = now() - t0;
+	return t > 0 ? dt / n * 1e6 : 0;
+}
+
 std::vector<double> repeat(int n, const std::function<double()> &sample)
 {
 	std::vector<double> v;

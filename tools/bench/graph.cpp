@@ -139,26 +139,6 @@ bool holdDevice(unsigned long us)
 	return f.good();
 }
 
-// One null-ioctl sample: microseconds per call.
-double nullUs(RawDevice &dev, int n)
-{
-	double t0 = now();
-	for (int i = 0; i < n; i++)
-		dev.nullIoctl();
-	return (now() - t0) / n * 1e6;
-}
-
-// Microseconds one read of the monotonic clock takes.
-double clockUs()
-{
-	const int n = 2000;
-	double t0 = now(), t = 0;
-	for (int i = 0; i < n; i++)
-		t += now();
-	double dt = now() - t0;
-	return t > 0 ? dt / n * 1e6 : 0;
-}
-
 // The profiled tasks of the kinds: their device time summed, and their span
 // (first start to last end), microseconds.
 struct DeviceTime {
@@ -210,7 +190,7 @@ void benchGraph(const Options &o)
 		for (int r = 0; r < o.runs; r++) {
 			// The device held: the first job sleeps 200 ms (the knob is
 			// read when a job starts), the launches queue behind it.
-			heldNull.push_back(nullUs(dev, nNull));
+			heldNull.push_back(dev.nullUs(nNull));
 			if (holdDevice(200000)) {
 				double t0 = now();
 				for (int i = 0; i < launches; i++)
@@ -221,7 +201,7 @@ void benchGraph(const Options &o)
 				held.push_back((t1 - t0) / (launches * kGraphOps) * 1e6);
 			}
 
-			replayNull.push_back(nullUs(dev, nNull));
+			replayNull.push_back(dev.nullUs(nNull));
 			std::vector<double> calls(static_cast<size_t>(launches));
 			double total = 0;
 			for (auto &c : calls) {
@@ -240,7 +220,7 @@ void benchGraph(const Options &o)
 				slow += calls[i];
 			replaySlow.push_back(slow / total * 100);
 
-			separateNull.push_back(nullUs(dev, nNull));
+			separateNull.push_back(dev.nullUs(nNull));
 			double t0 = now();
 			for (int i = 0; i < launches; i++)
 				for (int j = 0; j < kGraphOps; j++)
@@ -280,7 +260,7 @@ void benchGraph(const Options &o)
 		Split gs, ss;
 		std::vector<double> graphBusy, graphSpan, separateBusy;
 		for (int r = 0; r < o.runs; r++) {
-			double nu = nullUs(dev, nNull);
+			double nu = dev.nullUs(nNull);
 			gs.nullUs.push_back(nu);
 			ss.nullUs.push_back(nu);
 			std::vector<double> gl, gw, gt, sl, sw, st;

@@ -112,26 +112,8 @@ struct RawQueue {
 		t.dst = reinterpret_cast<uintptr_t>(&slots[slot]);
 		return t;
 	}
-	// One null-ioctl sample: microseconds per call.
-	double nullUs(int n)
-	{
-		double t0 = now();
-		for (int i = 0; i < n; i++)
-			dev.nullIoctl();
-		return (now() - t0) / n * 1e6;
-	}
+	double nullUs(int n) { return dev.nullUs(n); }
 };
-
-// Microseconds one read of the monotonic clock takes.
-double clockUs()
-{
-	const int n = 2000;
-	double t0 = now(), t = 0;
-	for (int i = 0; i < n; i++)
-		t += now();
-	double dt = now() - t0;
-	return t > 0 ? dt / n * 1e6 : 0;
-}
 
 }  // namespace
 

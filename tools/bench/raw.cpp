@@ -52,6 +52,14 @@ int RawDevice::ioctl(unsigned long request, void *arg, const char *what)
 	return ret;
 }
 
+double RawDevice::nullUs(int n)
+{
+	double t0 = now();
+	for (int i = 0; i < n; i++)
+		nullIoctl();
+	return (now() - t0) / n * 1e6;
+}
+
 void RawDevice::nullIoctl()
 {
 	drm_npu_query q{};

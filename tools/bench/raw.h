@@ -19,6 +19,8 @@ public:
 
 	// DRM_IOCTL_NPU_QUERY with size 0: the cheapest ioctl of the driver.
 	void nullIoctl();
+	// One sample of it: microseconds per call over n calls.
+	double nullUs(int n);
 
 	// A queue on an engine class of this file; its timeline syncobj.
 	struct Queue {

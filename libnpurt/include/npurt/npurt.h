@@ -1130,11 +1130,12 @@ NPURT_API npurtError_t npurtStreamIsCapturing(npurtStream_t stream,
                                               npurtStreamCaptureStatus *pCaptureStatus);
 /* Any output may be NULL. *dependencies_out: the nodes the stream's next
  * captured work will depend on, valid until the next call on the stream. */
-NPURT_API npurtError_t npurtStreamGetCaptureInfo(
-        npurtStream_t stream, npurtStreamCaptureStatus *captureStatus_out,
-        unsigned long long *id_out NPURT_DEFAULT(NULL), npurtGraph_t *graph_out NPURT_DEFAULT(NULL),
-        const npurtGraphNode_t **dependencies_out NPURT_DEFAULT(NULL),
-        size_t *numDependencies_out NPURT_DEFAULT(NULL));
+NPURT_API npurtError_t
+npurtStreamGetCaptureInfo(npurtStream_t stream, npurtStreamCaptureStatus *captureStatus_out,
+                          unsigned long long *id_out NPURT_DEFAULT(nullptr),
+                          npurtGraph_t *graph_out NPURT_DEFAULT(nullptr),
+                          const npurtGraphNode_t **dependencies_out NPURT_DEFAULT(nullptr),
+                          size_t *numDependencies_out NPURT_DEFAULT(nullptr));
 /* Swaps the calling thread's capture mode with *mode. */
 NPURT_API npurtError_t npurtThreadExchangeStreamCaptureMode(npurtStreamCaptureMode *mode);
 

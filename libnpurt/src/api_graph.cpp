@@ -51,6 +51,20 @@ npurtError_t dependencies(Graph &g, const npurtGraphNode_t *deps, size_t n,
 	return npurtSuccess;
 }
 
+// The graph and the ends of the edges from[i] -> to[i].
+npurtError_t edges(npurtGraph_t graph, const npurtGraphNode_t *from, const npurtGraphNode_t *to,
+                   size_t n, Graph **g, std::vector<GraphNode *> *a, std::vector<GraphNode *> *b,
+                   const char *api)
+{
+	if (npurtError_t err = npurt::resolveGraph(graph, g, api))
+		return err;
+	if (n && (!from || !to))
+		return nullArgument(api, !from ? "from" : "to");
+	if (npurtError_t err = dependencies(**g, from, n, a, api))
+		return err;
+	return dependencies(**g, to, n, b, api);
+}
+
 // The graph of a node to be added, with its dependencies in *d; null (and
 // *err) if an argument is bad.
 Graph *target(npurtGraphNode_t *pNode, npurtGraph_t graph, const npurtGraphNode_t *deps, size_t n,
@@ -1001,14 +1015,8 @@ npurtError_t npurtGraphAddDependencies(npurtGraph_t graph, const npurtGraphNode_
 	const char *api = "npurtGraphAddDependencies";
 	return guarded(api, [&] {
 		Graph *g = nullptr;
-		if (npurtError_t err = npurt::resolveGraph(graph, &g, api))
-			return err;
-		if (numDependencies && (!from || !to))
-			return nullArgument(api, !from ? "from" : "to");
 		std::vector<GraphNode *> a, b;
-		if (npurtError_t err = dependencies(*g, from, numDependencies, &a, api))
-			return err;
-		if (npurtError_t err = dependencies(*g, to, numDependencies, &b, api))
+		if (npurtError_t err = edges(graph, from, to, numDependencies, &g, &a, &b, api))
 			return err;
 		std::vector<size_t> added;
 		for (size_t i = 0; i < numDependencies; i++) {
@@ -1036,14 +1044,8 @@ npurtError_t npurtGraphRemoveDependencies(npurtGraph_t graph, const npurtGraphNo
 	const char *api = "npurtGraphRemoveDependencies";
 	return guarded(api, [&] {
 		Graph *g = nullptr;
-		if (npurtError_t err = npurt::resolveGraph(graph, &g, api))
-			return err;
-		if (numDependencies && (!from || !to))
-			return nullArgument(api, !from ? "from" : "to");
 		std::vector<GraphNode *> a, b;
-		if (npurtError_t err = dependencies(*g, from, numDependencies, &a, api))
-			return err;
-		if (npurtError_t err = dependencies(*g, to, numDependencies, &b, api))
+		if (npurtError_t err = edges(graph, from, to, numDependencies, &g, &a, &b, api))
 			return err;
 		for (size_t i = 0; i < numDependencies; i++)
 			if (std::ranges::find(b[i]->deps, a[i]) == b[i]->deps.end())

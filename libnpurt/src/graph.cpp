@@ -71,6 +71,21 @@ const char *typeName(npurtGraphNodeType t)
 	}
 }
 
+// A live handle of set as T, else npurtErrorInvalidValue saying why.
+template <typename H, typename T>
+npurtError_t lookUp(const std::unordered_set<const H *> &set, H *handle, T **out, const char *what,
+                    const char *why, const char *api)
+{
+	if (!handle)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": " + what + " is NULL");
+	std::lock_guard<std::mutex> lock(gGraphMutex);
+	if (!set.count(handle))
+		return setError(npurtErrorInvalidValue, std::string(api) + ": " + why);
+	*out = static_cast<T *>(handle);
+	return npurtSuccess;
+}
+
 }  // namespace
 
 GraphMemory::~GraphMemory()
@@ -430,16 +445,10 @@ bool unregisterGraph(Graph *g)
 
 npurtError_t resolveGraph(npurtGraph_t handle, Graph **out, const char *api)
 {
-	if (!handle)
-		return setError(npurtErrorInvalidValue, std::string(api) + ": the graph is NULL");
-	std::lock_guard<std::mutex> lock(gGraphMutex);
-	if (!gGraphs.count(handle))
-		return setError(npurtErrorInvalidValue,
-		                std::string(api) + ": not a live graph (destroyed, or not made by "
-		                                   "npurtGraphCreate, npurtGraphClone or "
-		                                   "npurtStreamEndCapture)");
-	*out = static_cast<Graph *>(handle);
-	return npurtSuccess;
+	return lookUp(gGraphs, handle, out, "the graph",
+	              "not a live graph (destroyed, or not made by npurtGraphCreate, "
+	              "npurtGraphClone or npurtStreamEndCapture)",
+	              api);
 }
 
 npurtError_t resolveNode(npurtGraphNode_t handle, GraphNode **out, const char *api)
@@ -470,16 +479,10 @@ bool unregisterExec(GraphExec *e)
 
 npurtError_t resolveExec(npurtGraphExec_t handle, GraphExec **out, const char *api)
 {
-	if (!handle)
-		return setError(npurtErrorInvalidValue,
-		                std::string(api) + ": the executable graph is NULL");
-	std::lock_guard<std::mutex> lock(gGraphMutex);
-	if (!gExecs.count(handle))
-		return setError(npurtErrorInvalidValue,
-		                std::string(api) + ": not a live executable graph (destroyed, or "
-		                                   "not made by npurtGraphInstantiate)");
-	*out = static_cast<GraphExec *>(handle);
-	return npurtSuccess;
+	return lookUp(gExecs, handle, out, "the executable graph",
+	              "not a live executable graph (destroyed, or not made by "
+	              "npurtGraphInstantiate)",
+	              api);
 }
 
 }  // namespace npurt

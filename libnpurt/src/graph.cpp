@@ -3,6 +3,7 @@
 #include "graph.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <set>
 #include <unordered_set>
@@ -21,8 +22,10 @@ std::unordered_set<const npurtGraphNode_st *> &gNodes =
         *new std::unordered_set<const npurtGraphNode_st *>;
 std::unordered_set<const npurtGraphExec_st *> &gExecs =
         *new std::unordered_set<const npurtGraphExec_st *>;
-// Graph memory blocks: base -> bytes.
+// Graph memory blocks: base -> bytes; and how many there are, so that
+// frees look only while some exist (npurtFree is a hot path).
 std::map<uint64_t, size_t> &gGraphMemory = *new std::map<uint64_t, size_t>;
+std::atomic<size_t> gGraphBlocks{0};
 
 // A step of a plan holds at most this much: a batch takes a step whole
 // (with room for the profiler's timestamps), well under the stream's
@@ -94,6 +97,7 @@ GraphMemory::~GraphMemory()
 		std::lock_guard<std::mutex> lock(gGraphMutex);
 		for (uint64_t b : blocks)
 			gGraphMemory.erase(b);
+		gGraphBlocks.store(gGraphMemory.size(), std::memory_order_release);
 	}
 	// A destroyed context took its memory with it.
 	if (!ctx || !Runtime::instance().isContext(ctx) || ctx->serial() != ctxSerial)
@@ -118,12 +122,15 @@ npurtError_t allocGraphMemory(GraphMemory &mem, size_t bytes, const CallSite &si
 	mem.blocks.push_back(addr);
 	std::lock_guard<std::mutex> lock(gGraphMutex);
 	gGraphMemory[addr] = bytes;
+	gGraphBlocks.store(gGraphMemory.size(), std::memory_order_release);
 	*out = reinterpret_cast<void *>(addr);
 	return npurtSuccess;
 }
 
 bool isGraphMemory(const void *p)
 {
+	if (!gGraphBlocks.load(std::memory_order_acquire))
+		return false;
 	std::lock_guard<std::mutex> lock(gGraphMutex);
 	return gGraphMemory.count(reinterpret_cast<uint64_t>(p)) != 0;
 }

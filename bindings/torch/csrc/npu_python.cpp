@@ -473,6 +473,9 @@ py::dict deviceProperties(int device)
 
 }  // namespace
 
+// npu_graph.cpp: NPUGraph and the capture queries.
+void registerGraphs(py::module &m);
+
 }  // namespace torch_npurt
 
 PYBIND11_MODULE(_C, m)
@@ -497,6 +500,7 @@ PYBIND11_MODULE(_C, m)
 		}
 	});
 
+	registerGraphs(m);
 	m.def("_device_count", &deviceCount);
 	m.def("_runtime_started", &runtimeStarted);
 	m.def("_no_device_reason", &noDeviceReason);

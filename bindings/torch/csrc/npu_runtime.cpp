@@ -577,10 +577,15 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 		check(npurtStreamSynchronize(nativeStream(stream)), "npurtStreamSynchronize");
 	}
 
-	// Nothing to record: libnpurt does not reuse a freed block before the
-	// tasks queued before the free, on every stream, have completed
-	// (RUNTIME_NEEDS.md 1), so record_stream is accepted and needs no work.
-	void recordDataPtrOnStream(const c10::DataPtr &, const c10::Stream &) const override {}
+	// Eager memory needs no record: libnpurt does not reuse a freed block
+	// before the tasks queued before the free, on every stream, have
+	// completed (RUNTIME_NEEDS.md 1). A capture's work is not queued, so a
+	// graph pool's block used by another stream waits for the capture's end.
+	void recordDataPtrOnStream(const c10::DataPtr &data,
+	                           const c10::Stream &stream) const override
+	{
+		capturePoolRecordStream(data.get(), nativeStream(stream));
+	}
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, NpuGuardImpl);
@@ -591,8 +596,15 @@ std::atomic<bool> freeErrorReported{false};
 
 void freeDeviceMemory(void *p)
 {
-	if (!p)
-		return;
+	if (p && !capturePoolFree(p))
+		freeToRuntime(p);
+}
+
+}  // namespace
+
+void freeToRuntime(void *p)
+{
+	RelaxedCaptureMode relaxed;
 	npurtError_t err = npurtFree(p);
 	// A deleter cannot throw; a failed free is a bug worth one line.
 	if (err != npurtSuccess && !freeErrorReported.exchange(true))
@@ -600,7 +612,7 @@ void freeDeviceMemory(void *p)
 		             runtimeMessage(err).c_str());
 }
 
-[[noreturn]] void throwOutOfMemory(int device, size_t n)
+void throwOutOfMemory(int device, size_t n)
 {
 	std::string runtime = runtimeMessage(npurtErrorMemoryAllocation);
 	npurtMemStats st{};
@@ -615,6 +627,8 @@ void freeDeviceMemory(void *p)
 	                 formatBytes(st.reservedBytes),
 	                 " reserved in total by PyTorch). The runtime says: ", runtime);
 }
+
+namespace {
 
 // Allocator::copy_data (torch 2.3+): both blocks are this allocator's.
 [[maybe_unused]] void copyDeviceBlock(void *dest, const void *src, size_t count)
@@ -632,6 +646,9 @@ public:
 			// The pool's snapshot names the Python line (or the op)
 			// that made each block.
 			enqueueSite("memory allocation");
+			if ((p = capturePoolAllocate(dev, n)))
+				return {p, p, &freeDeviceMemory, c10::Device(kNpu, dev)};
+			RelaxedCaptureMode relaxed;
 			npurtError_t err = npurtMalloc(&p, n);
 			if (err == npurtErrorMemoryAllocation)
 				throwOutOfMemory(dev, n);

@@ -101,6 +101,35 @@ inline npurtStream_t currentNative(int device)
 
 // Device memory: the c10::Allocator for PrivateUse1.
 c10::Allocator *allocator();
+// Throws torch's out-of-memory error for a request of n bytes, with the
+// pool's figures and libnpurt's message.
+[[noreturn]] void throwOutOfMemory(int device, size_t n);
+// npurtFree, reporting (once) a failure: deleters cannot throw.
+void freeToRuntime(void *p);
+
+// Graph capture (npu_graph.cpp). Memory for a capture of an NPUGraph comes
+// from its private pool: capturePoolAllocate returns a block of it when the
+// current stream of `device` captures for an NPUGraph (nullptr otherwise);
+// capturePoolFree takes back a block of a pool (false: not one).
+void *capturePoolAllocate(int device, size_t n);
+bool capturePoolFree(void *p);
+// record_stream(): a pool block used by another stream is not reused
+// before the capture ends.
+void capturePoolRecordStream(void *p, npurtStream_t stream);
+// While any capture is underway, this thread's capture mode is relaxed for
+// the scope: the allocator's npurtMalloc and npurtFree do not wait for the
+// device, so a capture need not forbid them.
+class RelaxedCaptureMode {
+public:
+	RelaxedCaptureMode();
+	~RelaxedCaptureMode();
+	RelaxedCaptureMode(const RelaxedCaptureMode &) = delete;
+	RelaxedCaptureMode &operator=(const RelaxedCaptureMode &) = delete;
+
+private:
+	bool active_;
+	npurtStreamCaptureMode mode_ = npurtStreamCaptureModeRelaxed;
+};
 
 // Call sites for fault reports and the profiler. An OpScope names the ATen
 // op a kernel runs for; the outermost scope of a thread wins, so helper
@@ -144,6 +173,8 @@ void syncStreamsAfterBackward(const std::vector<int64_t> &saved);
 
 // A stream's handle by its native pointer, for messages ("" if unknown).
 std::string describeNativeStream(const void *stream);
+// A libnpurt message with "on stream 0x..." followed by torch's name of it.
+std::string nameStreams(std::string msg);
 
 // Ops run through the CPU fallback (and device copies that had to go
 // through the host), counted for NPURT_TORCH_FALLBACK_REPORT.

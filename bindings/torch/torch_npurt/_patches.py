@@ -255,17 +255,13 @@ def install_common():
     _install_record_stream()
 
 
-# c10::DeviceType::PrivateUse1, which torch.Stream takes as a number.
-_PRIVATEUSE1 = 20
-
-
 def _install_record_stream():
     """tensor.record_stream(torch.npu.current_stream()), as with torch_npu:
-    torch's binding takes only torch.Stream objects; ours become one (torch
-    2.x). libnpurt's safe free makes the record itself unneeded (the
-    backend accepts it and does nothing), so on 1.13, which cannot build a
-    torch.Stream by its parts, the call only checks its arguments."""
-    from . import npu
+    torch's binding takes only torch.Stream objects (and 1.13 cannot build
+    one of ours), so NPU streams go to the backend directly. Eager memory
+    needs no record (libnpurt's safe free); a graph pool's block does (see
+    npu_graph.cpp)."""
+    from . import _C, npu
 
     record = torch.Tensor.record_stream
 
@@ -276,12 +272,10 @@ def _install_record_stream():
         if self.device.type != npu._DEVICE_TYPE:
             raise RuntimeError("record_stream: a tensor on %s cannot be recorded on NPU stream %r"
                                % (self.device, stream))
-        try:
-            native = torch.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
-                                  device_type=_PRIVATEUSE1)
-        except TypeError:
-            return None  # torch 1.13: nothing more to do (see above)
-        return record(self, native)
+        if self.device.index != stream.device_index:
+            raise RuntimeError("record_stream: a tensor on %s cannot be recorded on a stream of "
+                               "npu:%d" % (self.device, stream.device_index))
+        return _C._record_stream(self, stream.stream_id)
 
     torch.Tensor.record_stream = record_stream
 

@@ -30,6 +30,8 @@ __all__ = [
     "mem_get_info", "set_per_process_memory_fraction", "get_per_process_memory_fraction",
     "process_memory_info", "memory_snapshot", "manual_seed", "manual_seed_all", "OutOfMemoryError",
     "profiler", "set_call_sites", "call_sites",
+    "NPUGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
+    "make_graphed_callables",
 ]
 
 
@@ -440,6 +442,220 @@ def memory_summary(device=None, abbreviated=False):
             s["num_ooms"], s["num_alloc_retries"]))
     lines.append("=" * 64)
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------- graphs
+
+_CAPTURE_MODES = ("global", "thread_local", "relaxed")
+
+
+def is_current_stream_capturing():
+    """True if the current stream of the current device is capturing."""
+    dev = current_device()
+    return _C._stream_is_capturing(dev, _C._current_stream(dev))
+
+
+def graph_pool_handle():
+    """A memory pool id to share between captures: ``graph(g, pool=h)``."""
+    return tuple(_C._graph_pool_handle())
+
+
+class NPUGraph:
+    """A captured sequence of NPU work, replayed as one launch
+    (torch_npu's NPUGraph, torch.cuda.CUDAGraph).
+
+    Work queued on the capturing stream between capture_begin() and
+    capture_end() is recorded, not run; replay() runs it again on the same
+    tensors. Memory allocated during the capture comes from a private pool
+    that eager code never reuses, kept until reset() (or until the last
+    graph sharing the pool is reset). Synchronous calls (``.item()``,
+    ``.cpu()``, a CPU fallback, ``synchronize()``) are errors while
+    capturing and end the capture as failed.
+    """
+
+    def __init__(self):
+        self._g = _C._Graph()
+
+    def capture_begin(self, pool=None, capture_error_mode="global"):
+        """Starts capturing on the current stream (not the default one).
+
+        `pool`: another graph's ``pool()`` or a ``graph_pool_handle()`` to
+        share memory with. `capture_error_mode`: "global" (calls that are
+        unsafe during a capture fail on any thread while it runs),
+        "thread_local" (only on this thread) or "relaxed" (not checked).
+        """
+        if capture_error_mode not in _CAPTURE_MODES:
+            raise ValueError("capture_error_mode must be one of %s, not %r"
+                             % (", ".join(_CAPTURE_MODES), capture_error_mode))
+        if pool is not None:
+            pool = tuple(int(x) for x in pool)
+            if len(pool) != 2:
+                raise ValueError("pool must be a graph's pool() or graph_pool_handle()")
+        dev = current_device()
+        self._g.capture_begin(dev, _C._current_stream(dev), pool, capture_error_mode)
+
+    def capture_end(self):
+        """Ends the capture and makes the graph ready to replay. Raises
+        RuntimeError, with the reason, if the capture failed."""
+        if self._g.capture_end(True) == 0:
+            import warnings
+            warnings.warn("the NPU graph captured no work: was the work queued on "
+                          "another stream than the capturing one?")
+
+    def replay(self):
+        """Runs the captured work on the current stream."""
+        dev = current_device()
+        self._g.replay(dev, _C._current_stream(dev))
+
+    def reset(self):
+        """Drops the graph and lets go of its memory pool."""
+        self._g.reset()
+
+    def pool(self):
+        """The id of this graph's memory pool, to share with other captures."""
+        return tuple(self._g.pool())
+
+    def enable_debug_mode(self):
+        """Accepted for torch's API: the graph is always kept for debug_dump()."""
+
+    def debug_dump(self, debug_path):
+        """Writes the graph in Graphviz dot form to `debug_path`."""
+        self._g.debug_dump(os.fspath(debug_path))
+
+    def _pool_stats(self):
+        return dict(self._g.pool_stats())
+
+
+class graph:
+    """Captures the work of the block into `npu_graph` on a side stream
+    (torch.npu.graph, torch.cuda.graph).
+
+    Before the capture it synchronizes the device, collects garbage and
+    empties the cache, so that memory freed by earlier work is not held by
+    the graph's pool. `stream` defaults to one side stream per device.
+    """
+
+    _default_streams = {}
+
+    def __init__(self, npu_graph, pool=None, stream=None, capture_error_mode="global"):
+        if not isinstance(npu_graph, NPUGraph):
+            raise TypeError("expected a torch_npurt.npu.NPUGraph, got %r" % (npu_graph,))
+        if stream is None:
+            dev = current_device()
+            stream = graph._default_streams.get(dev)
+            if stream is None:
+                stream = graph._default_streams[dev] = Stream(dev)
+        self.npu_graph = npu_graph
+        self.pool = pool
+        self.capture_stream = stream
+        self.capture_error_mode = capture_error_mode
+        self.stream_ctx = StreamContext(stream)
+
+    def __enter__(self):
+        synchronize()
+        import gc
+        gc.collect()
+        empty_cache()
+        self.stream_ctx.__enter__()
+        try:
+            self.npu_graph.capture_begin(self.pool, self.capture_error_mode)
+        except BaseException:
+            self.stream_ctx.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                self.npu_graph.capture_end()
+            else:
+                # The block's own exception says what went wrong.
+                self.npu_graph._g.capture_end(False)
+        finally:
+            self.stream_ctx.__exit__(exc_type, exc, tb)
+        return False
+
+
+def make_graphed_callables(callables, sample_args, num_warmup_iters=3,
+                           allow_unused_input=False, pool=None):
+    """Graphed versions of modules or functions for inference.
+
+    Each callable is run `num_warmup_iters` times on its sample args on a
+    side stream, then captured; the returned callable copies its arguments
+    into the graph's static inputs, replays, and returns the static outputs
+    (replaced at the next call, as torch's). A tuple of callables shares
+    one pool and is captured in order.
+
+    Only inference is graphed: the backward of an NPU graph cannot be
+    captured (the autograd engine runs NPU backward work on the default
+    stream, which cannot capture), so a sample arg or parameter that
+    requires grad while grad is enabled is a RuntimeError; wrap the calls
+    in ``torch.no_grad()`` or detach the inputs.
+    """
+    single = not isinstance(callables, tuple)
+    if single:
+        callables, sample_args = (callables,), (sample_args,)
+    if len(callables) != len(sample_args):
+        raise ValueError("callables and sample_args must have the same length")
+    sample_args = tuple(a if isinstance(a, tuple) else (a,) for a in sample_args)
+    for fn, args in zip(callables, sample_args):
+        params = tuple(fn.parameters()) if isinstance(fn, torch.nn.Module) else ()
+        if torch.is_grad_enabled() and any(
+                t.requires_grad for t in args + params if isinstance(t, torch.Tensor)):
+            raise RuntimeError(
+                "make_graphed_callables: only inference is graphed on the NPU (the "
+                "backward cannot be captured); run with torch.no_grad() or inputs and "
+                "parameters that do not require grad")
+        for a in args:
+            if not isinstance(a, torch.Tensor):
+                raise TypeError("sample_args must be tensors, got %r" % (type(a),))
+    if pool is None:
+        pool = graph_pool_handle()
+    side = Stream()
+    side.wait_stream(current_stream())
+    graphed = []
+    with stream(side):
+        for fn, args in zip(callables, sample_args):
+            for _ in range(num_warmup_iters):
+                fn(*args)
+    current_stream().wait_stream(side)
+    for fn, args in zip(callables, sample_args):
+        static_in = tuple(a.detach().clone() for a in args)
+        g = NPUGraph()
+        with graph(g, pool=pool, stream=side):
+            static_out = fn(*static_in)
+        params = tuple(fn.parameters()) if isinstance(fn, torch.nn.Module) else ()
+        graphed.append(_Graphed(fn, g, static_in, static_out, params))
+    return graphed[0] if single else tuple(graphed)
+
+
+class _Graphed:
+    def __init__(self, fn, g, static_in, static_out, params):
+        self._fn = fn
+        self._params = params
+        self.graph = g
+        self.static_inputs = static_in
+        self.static_outputs = static_out
+
+    def __call__(self, *args):
+        if len(args) != len(self.static_inputs):
+            raise TypeError("the graphed callable takes %d tensors, got %d"
+                            % (len(self.static_inputs), len(args)))
+        if torch.is_grad_enabled() and any(
+                t.requires_grad for t in tuple(args) + self._params):
+            raise RuntimeError(
+                "the graphed callable runs inference only (its backward was not "
+                "captured); call it under torch.no_grad()")
+        for dst, src in zip(self.static_inputs, args):
+            if src.shape != dst.shape or src.dtype != dst.dtype:
+                raise ValueError("the graphed callable was captured for %s %s, got %s %s"
+                                 % (tuple(dst.shape), dst.dtype, tuple(src.shape), src.dtype))
+            if src.data_ptr() != dst.data_ptr():
+                dst.copy_(src)
+        self.graph.replay()
+        return self.static_outputs
+
+    def __getattr__(self, name):
+        return getattr(self._fn, name)
 
 
 # --------------------------------------------------------------- call sites

@@ -679,6 +679,10 @@ TEST_F(submit, fill_widths)
 		{ 4092, 8, 0x01020304, 4 },
 		{ 12, MIB + 12, 0x89abcdef, 4 },
 		{ 0, 8, 0xffffffff, 4 },
+		/* A head, quadwords and a tail (the engine fills by 8). */
+		{ 10, 20, 0x2468, 2 },
+		{ 4, 12, 0x0a0b0c0d, 4 },
+		{ 5, 27, 0x7e, 1 },
 	};
 	__u64 cmds[SMALL_CMDS / 8];
 	struct npu_cmdbuf cb;

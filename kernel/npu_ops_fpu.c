@@ -360,9 +360,8 @@ static inline void npu_st(u32 dtype, void *p, u32 i, float v)
 	}
 }
 
-static int npu_map_f32(u32 op, float alpha, float *__restrict out,
-		       const float *__restrict a, const float *__restrict b,
-		       u32 n)
+static int npu_map_f32(u32 op, float alpha, float *out, const float *a,
+		       const float *b, u32 n)
 {
 	u32 i;
 

@@ -17,7 +17,6 @@
 #include <linux/ktime.h>
 #include <linux/minmax.h>
 #include <linux/overflow.h>
-#include <linux/rwsem.h>
 #include <linux/sched.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
@@ -295,38 +294,13 @@ u64 npu_compute_cost(const struct drm_npu_pkt_op *op)
 
 /* --- execution ----------------------------------------------------- */
 
-/*
- * kernel_fpu_begin() with MXCSR's default environment plus the sticky
- * inexact flag (PE) set. The flag is status only: it masks nothing and
- * changes no result. But QEMU TCG computes SSE arithmetic on the host's
- * FPU only while it is set, and in software (softfloat) until some
- * operation is inexact, which adds of exact values never are: a 64-float
- * add took 6.7 us of engine time that way, 4.7 us with the flag set.
- */
-#define NPU_MXCSR	(0x1f80 | 0x20)
-
-static void npu_fpu_begin(void)
-{
-	u32 mxcsr = NPU_MXCSR;
-
-	kernel_fpu_begin();
-	asm volatile("ldmxcsr %0" : : "m"(mxcsr));
-}
-
-/* Mappings an op's engine remembers: one per operand of a GEMM. */
-#define NPU_RUN_TLB	4
-
 /**
  * struct npu_run - one op being executed
- * @vm: the context's address space; its lock is held for reading while
- *      the op runs, dropped between chunks when someone waits for it.
+ * @vm: the context's address space.
  * @s: the engine's scratch buffers.
  * @op: the (validated) op.
  * @deadline: ktime_get_ns() past which the op is cut off.
  * @fault_addr: where a faulting device address goes.
- * @tlb: the mappings used last, valid while @vm->lock stays held: a tiny
- *       op then costs one lock and no lookup per operand.
- * @tlb_next: the entry the next miss replaces.
  */
 struct npu_run {
 	struct npu_vm *vm;
@@ -334,45 +308,24 @@ struct npu_run {
 	const struct drm_npu_pkt_op *op;
 	u64 deadline;
 	u64 *fault_addr;
-	struct npu_mapping *tlb[NPU_RUN_TLB];
-	unsigned int tlb_next;
 };
 
 static int npu_mem(struct npu_run *r, u64 addr, void *buf, size_t len,
 		   bool write)
 {
-	struct npu_mapping **tlb = NULL;
-	unsigned int i;
-	int ret;
+	int ret = npu_vm_rw(r->vm, addr, buf, len, write, r->fault_addr);
 
-	for (i = 0; i < NPU_RUN_TLB && !tlb; i++)
-		if (npu_mapping_has(r->tlb[i], addr))
-			tlb = &r->tlb[i];
-	if (!tlb) {
-		tlb = &r->tlb[r->tlb_next];
-		r->tlb_next = (r->tlb_next + 1) % NPU_RUN_TLB;
-	}
-	ret = npu_vm_rw_locked(r->vm, tlb, addr, buf, len, write,
-			       r->fault_addr);
 	if (ret == -ENXIO || ret == -EACCES)
 		return -EFAULT;
 	return ret;
 }
 
-/*
- * Between chunks: cut off a late op, and let others run, binds of the
- * address space included (the remembered mappings go with the lock).
- */
+/* Between chunks: cut off a late op, and let others run. */
 static int npu_next_chunk(struct npu_run *r)
 {
 	if (ktime_get_coarse_ns() > r->deadline)
 		return -ETIMEDOUT;
-	if (need_resched() || rwsem_is_contended(&r->vm->lock)) {
-		up_read(&r->vm->lock);
-		memset(r->tlb, 0, sizeof(r->tlb));
-		cond_resched();
-		down_read(&r->vm->lock);
-	}
+	cond_resched();
 	return 0;
 }
 
@@ -421,7 +374,7 @@ static int npu_run_map(struct npu_run *r)
 		if (ret)
 			return ret;
 
-		npu_fpu_begin();
+		kernel_fpu_begin();
 		ret = npu_ops_map(op->op, op->dtype, op->out_dtype,
 				  op->alpha_bits, out, a, has_b ? b : NULL,
 				  cnt);
@@ -439,7 +392,7 @@ static int npu_run_map(struct npu_run *r)
 static void npu_reduce_init(const struct drm_npu_pkt_op *op, void *acc,
 			    u32 n)
 {
-	npu_fpu_begin();
+	kernel_fpu_begin();
 	npu_ops_reduce_init(op->op, op->dtype, acc, n);
 	kernel_fpu_end();
 }
@@ -451,7 +404,7 @@ static int npu_reduce_finish(struct npu_run *r, u64 first, void *acc,
 	u32 es = npu_ops_dtype_size(op->dtype);
 	void *out = r->s->buf[2];
 
-	npu_fpu_begin();
+	kernel_fpu_begin();
 	npu_ops_reduce_finish(op->dtype, out, acc, n);
 	kernel_fpu_end();
 	return npu_mem(r, op->out + first * es, out, (size_t)n * es, true);
@@ -480,7 +433,7 @@ static int npu_run_reduce_axis0(struct npu_run *r)
 						cols, es, src, false);
 			if (ret)
 				return ret;
-			npu_fpu_begin();
+			kernel_fpu_begin();
 			npu_ops_reduce_cols(op->op, op->dtype, acc, src, rows,
 					    cols);
 			kernel_fpu_end();
@@ -521,7 +474,7 @@ static int npu_run_reduce_axis1(struct npu_run *r)
 							false);
 				if (ret)
 					return ret;
-				npu_fpu_begin();
+				kernel_fpu_begin();
 				npu_ops_reduce_rows(op->op, op->dtype, acc + k,
 						    src, rows, cols);
 				kernel_fpu_end();
@@ -622,7 +575,7 @@ static int npu_gemm_load_a(struct npu_run *r, u64 i, u64 p, u32 rows,
 				false);
 	if (ret)
 		return ret;
-	npu_fpu_begin();
+	kernel_fpu_begin();
 	npu_ops_gemm_load(op->dtype, tile, stage, rows, depth, trans);
 	kernel_fpu_end();
 	return 0;
@@ -645,7 +598,7 @@ static int npu_gemm_load_b(struct npu_run *r, u64 p, u64 j, u32 depth,
 				false);
 	if (ret)
 		return ret;
-	npu_fpu_begin();
+	kernel_fpu_begin();
 	npu_ops_gemm_load(op->dtype, tile, stage, depth, cols, trans);
 	kernel_fpu_end();
 	return 0;
@@ -662,7 +615,7 @@ static void npu_gemm_madd(u32 *acc, const u32 *at, const void *bt, u32 rows,
 
 	for (i = 0; i < rows; i += n) {
 		n = min_t(u32, rows - i, NPU_GEMM_ROWS);
-		npu_fpu_begin();
+		kernel_fpu_begin();
 		npu_ops_gemm_madd(acc + i * cols, at + i * depth, bt, n, cols,
 				  depth);
 		kernel_fpu_end();
@@ -714,7 +667,7 @@ static int npu_run_gemm(struct npu_run *r)
 					return ret;
 			}
 			/* The A tile is free: the output tile goes there. */
-			npu_fpu_begin();
+			kernel_fpu_begin();
 			npu_ops_gemm_store(at, acc, use_c ? stage : NULL,
 					   op->alpha_bits, op->beta_bits,
 					   rows * cols);
@@ -739,28 +692,19 @@ int npu_compute_run(struct npu_vm *vm, struct npu_compute_scratch *s,
 		.deadline = deadline_ns,
 		.fault_addr = fault_addr,
 	};
-	int ret;
 
-	down_read(&vm->lock);
 	switch (op->op) {
 	case DRM_NPU_OP_ADD ... DRM_NPU_OP_CAST:
-		ret = npu_run_map(&r);
-		break;
+		return npu_run_map(&r);
 	case DRM_NPU_OP_REDUCE_SUM:
 	case DRM_NPU_OP_REDUCE_MAX:
-		ret = op->axis ? npu_run_reduce_axis1(&r) :
-				 npu_run_reduce_axis0(&r);
-		break;
+		return op->axis ? npu_run_reduce_axis1(&r) :
+				  npu_run_reduce_axis0(&r);
 	case DRM_NPU_OP_TRANSPOSE:
-		ret = npu_run_transpose(&r);
-		break;
+		return npu_run_transpose(&r);
 	case DRM_NPU_OP_GEMM:
-		ret = npu_run_gemm(&r);
-		break;
+		return npu_run_gemm(&r);
 	default:
-		ret = -EINVAL;
-		break;
+		return -EINVAL;
 	}
-	up_read(&vm->lock);
-	return ret;
 }

@@ -32,8 +32,7 @@ int npu_compute_validate(struct drm_device *drm,
 /*
  * Run time, on the engine's thread (fence-signalling path: no allocation,
  * no waiting on fences). Executes a validated @op through @vm's MMU using
- * only @s, with @vm->lock held for reading (dropped between chunks when
- * a bind waits for it). Return: 0; -EFAULT on an MMU fault with *@fault_addr the
+ * only @s. Return: 0; -EFAULT on an MMU fault with *@fault_addr the
  * faulting device address; -EINVAL for an op error (i32 division by zero);
  * -ETIMEDOUT once ktime_get_ns() passes @deadline_ns (checked between
  * chunks and tiles).

@@ -136,7 +136,8 @@ struct page *npu_vm_translate(struct npu_vm *vm, struct npu_mapping **tlb, u64 a
 
 	lockdep_assert_held(&vm->lock);
 
-	if (!npu_mapping_has(map, addr)) {
+	/* Below the mapping's start the difference wraps and misses too. */
+	if (!map || addr - map->node.start >= map->node.size) {
 		map = npu_vm_find(vm, addr);
 		if (!map)
 			return ERR_PTR(-ENXIO);
@@ -148,25 +149,9 @@ struct page *npu_vm_translate(struct npu_vm *vm, struct npu_mapping **tlb, u64 a
 	return map->bo->pages[offset >> PAGE_SHIFT];
 }
 
-/*
- * The engine's data mover. Under QEMU TCG "rep movsq" moves 3.1-3.5 GB/s
- * where the kernel's memcpy (rep movsb, with ERMS) moves 0.46 GB/s over
- * long ranges.
- */
-static void npu_copy_run(u8 *d, const u8 *s, size_t n)
-{
-	size_t q = n / 8;
-
-	asm volatile("rep movsq" : "+D"(d), "+S"(s), "+c"(q) : : "memory");
-	memcpy(d, s, n % 8);
-}
-
 /**
- * npu_vm_rw_locked - copy between a kernel buffer and device memory through
- * the MMU, with @vm->lock held for reading
+ * npu_vm_rw - copy between a kernel buffer and device memory through the MMU
  * @vm: the address space.
- * @tlb: the last mapping used (NULL to start), kept between calls while the
- *       lock stays held.
  * @addr: device address.
  * @buf: kernel buffer of @len bytes.
  * @len: bytes to copy.
@@ -175,43 +160,34 @@ static void npu_copy_run(u8 *d, const u8 *s, size_t n)
  *
  * Return: 0, or the fault (-ENXIO, -EACCES); nothing past it is copied.
  */
-int npu_vm_rw_locked(struct npu_vm *vm, struct npu_mapping **tlb, u64 addr,
-		     void *buf, size_t len, bool write, u64 *fault_addr)
+int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
+	      bool write, u64 *fault_addr)
 {
-	lockdep_assert_held(&vm->lock);
+	struct npu_mapping *tlb = NULL;
+	int ret = 0;
+
+	down_read(&vm->lock);
 	while (len) {
 		size_t in_page = offset_in_page(addr);
 		size_t n = min_t(size_t, len, PAGE_SIZE - in_page);
-		struct page *page = npu_vm_translate(vm, tlb, addr, write);
+		struct page *page = npu_vm_translate(vm, &tlb, addr, write);
 		void *va;
 
 		if (IS_ERR(page)) {
 			*fault_addr = addr;
-			return PTR_ERR(page);
+			ret = PTR_ERR(page);
+			break;
 		}
 		va = kmap_local_page(page);
-		/* Operands of ops are small: the mover's rate matters too. */
 		if (write)
-			npu_copy_run(va + in_page, buf, n);
+			memcpy(va + in_page, buf, n);
 		else
-			npu_copy_run(buf, va + in_page, n);
+			memcpy(buf, va + in_page, n);
 		kunmap_local(va);
 		addr += n;
 		buf += n;
 		len -= n;
 	}
-	return 0;
-}
-
-/* npu_vm_rw_locked() taking @vm->lock for the one access. */
-int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
-	      bool write, u64 *fault_addr)
-{
-	struct npu_mapping *tlb = NULL;
-	int ret;
-
-	down_read(&vm->lock);
-	ret = npu_vm_rw_locked(vm, &tlb, addr, buf, len, write, fault_addr);
 	up_read(&vm->lock);
 	return ret;
 }
@@ -265,6 +241,19 @@ static bool npu_run_is_clear(const u8 *d, const u8 *s)
 	return (q & 63) && ((q + 1) & 63);
 }
 
+/*
+ * The engine's data mover. Under QEMU TCG "rep movsq" moves 3.1-3.5 GB/s
+ * where the kernel's memcpy (rep movsb, with ERMS) moves 0.46 GB/s over
+ * long ranges.
+ */
+static void npu_copy_run(u8 *d, const u8 *s, size_t n)
+{
+	size_t q = n / 8;
+
+	asm volatile("rep movsq" : "+D"(d), "+S"(s), "+c"(q) : : "memory");
+	memcpy(d, s, n % 8);
+}
+
 /* Bytes from @src and @dst, at most @max, that stay in both mappings. */
 static u64 npu_run_length(const struct npu_mapping *smap, u64 src,
 			  const struct npu_mapping *dmap, u64 dst, u64 max)
@@ -309,7 +298,7 @@ int npu_vm_copy_locked(struct npu_vm *vm, struct npu_mapping **stlb,
 		       struct npu_mapping **dtlb, u64 dst, u64 src, u64 len,
 		       struct npu_copy_unit *unit, u64 *fault_addr)
 {
-	lockdep_assert_held(&vm->lock);
+	lockdep_assert_held_read(&vm->lock);
 	while (len) {
 		size_t n = min_t(u64, len, PAGE_SIZE - offset_in_page(src));
 		struct page *sp, *dp;
@@ -381,31 +370,6 @@ int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 	return 0;
 }
 
-/*
- * Fills @n bytes at @d, both multiples of @width, with @value's low @width
- * bytes (little-endian). The 8-byte-aligned middle goes by "rep stosq":
- * under QEMU TCG a string instruction costs per iteration, so bytes
- * (memset's rep stosb, with ERMS) are 8 times as slow as quadwords.
- */
-static void npu_fill_run(u8 *d, u32 value, u32 width, size_t n)
-{
-	u64 pattern = width == 1 ? 0x0101010101010101ULL * (u8)value :
-		      width == 2 ? 0x0001000100010001ULL * (u16)value :
-				   0x0000000100000001ULL * value;
-	size_t head = min_t(size_t, n, -(unsigned long)d & 7);
-	size_t i;
-
-	/* @d is @width-aligned, so the middle starts at an element. */
-	for (i = 0; i < head; i++)
-		d[i] = pattern >> (8 * (i % width));
-	d += head;
-	n -= head;
-	memset64((u64 *)d, (__force u64)cpu_to_le64(pattern), n / 8);
-	d += n & ~7UL;
-	for (i = 0; i < n % 8; i++)
-		d[i] = pattern >> (8 * (i % width));
-}
-
 /**
  * npu_vm_fill - fill @len bytes at @dst with a @width-byte pattern
  * @vm: the address space.
@@ -441,7 +405,12 @@ int npu_vm_fill(struct npu_vm *vm, u64 dst, u64 len, u32 value, u32 width,
 			 * a page is whole elements (a byte loop took seconds
 			 * for 64 MiB under KASAN, past the job timeout).
 			 */
-			npu_fill_run(d, value, width, n);
+			if (width == 1)
+				memset(d, value, n);
+			else if (width == 2)
+				memset16((u16 *)d, (__force u16)cpu_to_le16(value), n / 2);
+			else
+				memset32((u32 *)d, (__force u32)cpu_to_le32(value), n / 4);
 			kunmap_local(d);
 			dst += n;
 			len -= n;

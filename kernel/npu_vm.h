@@ -79,15 +79,6 @@ struct npu_copy_unit {
 	atomic64_t aliased;
 };
 
-/*
- * Whether @map (may be NULL) maps @addr; below its start the difference
- * wraps and misses too.
- */
-static inline bool npu_mapping_has(const struct npu_mapping *map, u64 addr)
-{
-	return map && addr - map->node.start < map->node.size;
-}
-
 /* Bytes a copy moves between two looks at the clock and turns of vm->lock. */
 #define NPU_VM_SLICE_BYTES	(64 * PAGE_SIZE)
 
@@ -104,9 +95,6 @@ struct page *npu_vm_translate(struct npu_vm *vm, struct npu_mapping **tlb, u64 a
 			      bool write);
 int npu_vm_rw(struct npu_vm *vm, u64 addr, void *buf, size_t len,
 	      bool write, u64 *fault_addr);
-int npu_vm_rw_locked(struct npu_vm *vm, struct npu_mapping **tlb, u64 addr,
-		     void *buf, size_t len, bool write, u64 *fault_addr);
-
 int npu_vm_copy(struct npu_vm *vm, u64 dst, u64 src, u64 len, u64 deadline_ns,
 		struct npu_copy_unit *unit, u64 *fault_addr);
 int npu_vm_copy_locked(struct npu_vm *vm, struct npu_mapping **stlb,

@@ -270,8 +270,8 @@ public:
 		            "NPU graphs must be captured on a non-default stream (a stream of "
 		            "torch.npu.Stream(), as torch.npu.graph uses); after the capture they "
 		            "can be replayed on any stream");
-		device = checkedDevice(device);
-		c10::Stream cs(c10::Stream::UNSAFE, c10::Device(kNpu, device), streamId);
+		c10::Stream cs = streamFromIds(device, streamId);
+		device = cs.device_index();
 		npurtStream_t s = nativeStream(cs);
 		PoolId id;
 		if (poolArg.is_none()) {
@@ -363,7 +363,7 @@ public:
 		device = checkedDevice(device);
 		TORCH_CHECK(device == device_, "NPUGraph.replay: the graph was captured on NPU ",
 		            device_, "; the current stream is of NPU ", device);
-		c10::Stream s(c10::Stream::UNSAFE, c10::Device(kNpu, device), streamId);
+		c10::Stream s = streamFromIds(device, streamId);
 		DeviceScope scope(device);
 		check(npurtGraphLaunch(exec_, nativeStream(s)), "NPUGraph.replay");
 	}
@@ -447,12 +447,11 @@ void registerGraphs(py::module &m)
 		            " cannot be recorded on an NPU stream");
 		if (!t.has_storage())
 			return;
-		c10::Stream s(c10::Stream::UNSAFE, t.device(), id);
+		c10::Stream s = streamFromIds(t.device().index(), id);
 		capturePoolRecordStream(t.storage().data_ptr().get(), nativeStream(s));
 	});
 	m.def("_stream_is_capturing", [](int d, int64_t id) {
-		c10::Stream s(c10::Stream::UNSAFE, c10::Device(kNpu, checkedDevice(d)), id);
-		npurtStream_t ns = nativeStream(s);
+		npurtStream_t ns = nativeStream(streamFromIds(d, id));
 		if (!ns)
 			return false;  // the legacy default stream never captures
 		npurtStreamCaptureStatus st = npurtStreamCaptureStatusNone;

@@ -24,11 +24,6 @@ namespace torch_npurt {
 
 namespace {
 
-c10::Stream streamFromIds(int device, int64_t id)
-{
-	return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, checkedDevice(device)), id);
-}
-
 // An event of the Python API: its own flags (timing is opt-in in
 // torch_npu's Event(enable_timing=...)), recorded on any stream of its
 // device.
@@ -523,13 +518,12 @@ PYBIND11_MODULE(_C, m)
 	      [](int d, int prio) { return poolStream(checkedDevice(d), prio).id(); });
 	m.def("_current_stream", [](int d) { return currentStream(checkedDevice(d)).id(); });
 	m.def("_set_stream", [](int d, int64_t id) {
-		c10::Stream s =
-		        c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, checkedDevice(d)), id);
+		c10::Stream s = streamFromIds(d, id);
 		nativeStream(s);  // checks the id
 		exchangeStream(s);
 	});
 	m.def("_stream_query", [](int d, int64_t id) {
-		c10::Stream s(c10::Stream::UNSAFE, c10::Device(kNpu, checkedDevice(d)), id);
+		c10::Stream s = streamFromIds(d, id);
 		DeviceScope scope(d);
 		npurtError_t err = npurtStreamQuery(nativeStream(s));
 		if (err == npurtErrorNotReady)
@@ -538,15 +532,14 @@ PYBIND11_MODULE(_C, m)
 		return true;
 	});
 	m.def("_stream_synchronize", [](int d, int64_t id) {
-		c10::Stream s(c10::Stream::UNSAFE, c10::Device(kNpu, checkedDevice(d)), id);
+		c10::Stream s = streamFromIds(d, id);
 		DeviceScope scope(d);
 		npurtStream_t ns = nativeStream(s);
 		py::gil_scoped_release nogil;
 		check(npurtStreamSynchronize(ns), "npurtStreamSynchronize");
 	});
 	m.def("_stream_get_priority", [](int d, int64_t id) {
-		return streamPriority(
-		        c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, checkedDevice(d)), id));
+		return streamPriority(streamFromIds(d, id));
 	});
 
 	py::class_<PyEvent>(m, "_Event")
@@ -604,7 +597,7 @@ PYBIND11_MODULE(_C, m)
 	m.def("_backward_epilogue", &syncStreamsAfterBackward,
 	      py::call_guard<py::gil_scoped_release>());
 	m.def("_stream_recover", [](int d, int64_t id) {
-		c10::Stream s(c10::Stream::UNSAFE, c10::Device(kNpu, checkedDevice(d)), id);
+		c10::Stream s = streamFromIds(d, id);
 		DeviceScope scope(d);
 		check(npurtStreamRecover(nativeStream(s)), "npurtStreamRecover");
 	});

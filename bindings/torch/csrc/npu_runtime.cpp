@@ -215,6 +215,11 @@ npurtStream_t nativeStream(const c10::Stream &stream)
 	return t.table[stream.id() - 1].stream;
 }
 
+c10::Stream streamFromIds(int64_t device, int64_t id)
+{
+	return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, checkedDevice(device)), id);
+}
+
 c10::Stream defaultStream(int device)
 {
 	return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, device), 0);

@@ -86,6 +86,8 @@ private:
 npurtStream_t nativeStream(const c10::Stream &stream);
 c10::Stream currentStream(int device);
 c10::Stream defaultStream(int device);
+// The stream a (device, id) pair from Python names; the device is checked.
+c10::Stream streamFromIds(int64_t device, int64_t id);
 // Sets the thread's current stream of stream.device(); returns the old one.
 c10::Stream exchangeStream(const c10::Stream &stream);
 // A stream of this priority from the device's pool (round robin over a

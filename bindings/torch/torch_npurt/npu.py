@@ -597,8 +597,9 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3,
     if len(callables) != len(sample_args):
         raise ValueError("callables and sample_args must have the same length")
     sample_args = tuple(a if isinstance(a, tuple) else (a,) for a in sample_args)
-    for fn, args in zip(callables, sample_args):
-        params = tuple(fn.parameters()) if isinstance(fn, torch.nn.Module) else ()
+    all_params = tuple(tuple(fn.parameters()) if isinstance(fn, torch.nn.Module) else ()
+                       for fn in callables)
+    for args, params in zip(sample_args, all_params):
         if torch.is_grad_enabled() and any(
                 t.requires_grad for t in args + params if isinstance(t, torch.Tensor)):
             raise RuntimeError(
@@ -618,12 +619,11 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3,
             for _ in range(num_warmup_iters):
                 fn(*args)
     current_stream().wait_stream(side)
-    for fn, args in zip(callables, sample_args):
+    for fn, args, params in zip(callables, sample_args, all_params):
         static_in = tuple(a.detach().clone() for a in args)
         g = NPUGraph()
         with graph(g, pool=pool, stream=side):
             static_out = fn(*static_in)
-        params = tuple(fn.parameters()) if isinstance(fn, torch.nn.Module) else ()
         graphed.append(_Graphed(fn, g, static_in, static_out, params))
     return graphed[0] if single else tuple(graphed)
 

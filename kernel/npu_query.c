@@ -5,6 +5,7 @@
 
 #include <linux/kernel.h>
 #include <linux/ktime.h>
+#include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
 
@@ -119,16 +120,23 @@ static void npu_engine_stats(struct npu_engine *e, u64 now,
 static int npu_query_engine_stats(struct npu_device *ndev,
 				  struct drm_npu_query *q)
 {
-	struct drm_npu_engine_stats stats[NPU_MAX_ENGINES] = { };
+	/* On the heap: NPU_MAX_ENGINES of them would take 2 KiB of stack. */
+	struct drm_npu_engine_stats *stats;
 	u64 now = ktime_get_ns();
 	u32 i;
+	int ret;
 
+	stats = kcalloc(ndev->num_engines, sizeof(*stats), GFP_KERNEL);
+	if (!stats)
+		return -ENOMEM;
 	for (i = 0; i < ndev->num_engines; i++)
 		npu_engine_stats(&ndev->engines[i], now, &stats[i]);
 
-	return npu_query_copy(&ndev->drm, q, stats,
-			      ndev->num_engines * sizeof(stats[0]),
-			      sizeof(stats[0]), sizeof(stats[0]));
+	ret = npu_query_copy(&ndev->drm, q, stats,
+			     ndev->num_engines * sizeof(*stats),
+			     sizeof(*stats), sizeof(*stats));
+	kfree(stats);
+	return ret;
 }
 
 static int npu_query_device_stats(struct npu_device *ndev,

@@ -303,33 +303,87 @@ std::string Graph::dot(bool verbose) const
 	return s + "}\n";
 }
 
+namespace {
+
+// A task as the plan places it: the engine class may differ from the
+// node's (joinSmallCopies).
+struct PlannedTask {
+	const GraphTask *task;
+	uint32_t node;
+	uint32_t engineClass;
+};
+
+bool smallCopy(const PlannedTask &t)
+{
+	return t.engineClass == DRM_NPU_ENGINE_COPY && taskCost(t.task->info) <= kJoinCost;
+}
+
+// Small copies and fills next to compute tasks join them (kJoinCost): a
+// maximal run of them goes to the compute engine when the task before or
+// after it is compute work, saving a fence between engines on each side.
+void joinSmallCopies(std::vector<PlannedTask> &tasks)
+{
+	for (size_t i = 0; i < tasks.size();) {
+		if (!smallCopy(tasks[i])) {
+			i++;
+			continue;
+		}
+		size_t end = i;
+		while (end < tasks.size() && smallCopy(tasks[end]))
+			end++;
+		const bool join = (i > 0 && tasks[i - 1].engineClass == DRM_NPU_ENGINE_COMPUTE) ||
+		                  (end < tasks.size() &&
+		                   tasks[end].engineClass == DRM_NPU_ENGINE_COMPUTE);
+		for (; i < end; i++)
+			if (join)
+				tasks[i].engineClass = DRM_NPU_ENGINE_COMPUTE;
+	}
+}
+
+// Packs tasks, in order, into steps: one engine class each, bounded as
+// batches are (a step of small tasks may run inside SUBMIT).
+void appendTasks(GraphPlan &plan, const std::vector<PlannedTask> &tasks)
+{
+	uint64_t cost = 0;  // of the last step's tasks
+	PlanStep *last = nullptr;
+	for (const PlannedTask &pt : tasks) {
+		const GraphTask &t = *pt.task;
+		const uint64_t c = taskCost(t.info);
+		if (!last || last->engineClass != pt.engineClass ||
+		    last->cmds.size() + t.packet.size() > kStepBytes ||
+		    last->tasks.size() >= kStepTasks || cost + c > kBatchMaxCost) {
+			last = &plan.steps.emplace_back();
+			last->engineClass = pt.engineClass;
+			cost = 0;
+		}
+		cost += c;
+		TaskInfo info = t.info;
+		info.graphNode = pt.node;
+		info.cmdBegin = static_cast<uint32_t>(last->cmds.size());
+		last->cmds.insert(last->cmds.end(), t.packet.begin(), t.packet.end());
+		info.cmdEnd = static_cast<uint32_t>(last->cmds.size());
+		last->tasks.push_back(info);
+		plan.taskCount++;
+	}
+}
+
+}  // namespace
+
 std::shared_ptr<const GraphPlan> buildPlan(const Graph &g)
 {
 	auto plan = std::make_shared<GraphPlan>();
-	uint64_t cost = 0;  // of the last step's tasks
+	// The tasks since the last host, record or wait step: small copies
+	// join compute work only within such a run, whose order is fixed.
+	std::vector<PlannedTask> run;
+	auto flush = [&] {
+		joinSmallCopies(run);
+		appendTasks(*plan, run);
+		run.clear();
+	};
 	for (const GraphNode *n : g.order()) {
 		const NodeParams &p = n->p;
-		for (const GraphTask &t : p.tasks) {
-			PlanStep *last = plan->steps.empty() ? nullptr : &plan->steps.back();
-			const uint64_t c = taskCost(t.info);
-			if (!last || last->kind != PlanStep::Tasks ||
-			    last->engineClass != t.engineClass ||
-			    last->cmds.size() + t.packet.size() > kStepBytes ||
-			    last->tasks.size() >= kStepTasks || cost + c > kBatchMaxCost) {
-				plan->steps.emplace_back();
-				last = &plan->steps.back();
-				last->engineClass = t.engineClass;
-				cost = 0;
-			}
-			cost += c;
-			TaskInfo info = t.info;
-			info.graphNode = n->id;
-			info.cmdBegin = static_cast<uint32_t>(last->cmds.size());
-			last->cmds.insert(last->cmds.end(), t.packet.begin(), t.packet.end());
-			info.cmdEnd = static_cast<uint32_t>(last->cmds.size());
-			last->tasks.push_back(info);
-			plan->taskCount++;
-		}
+		for (const GraphTask &t : p.tasks)
+			run.push_back({&t, n->id, t.engineClass});
 		PlanStep step;
 		switch (p.type) {
 		case npurtGraphNodeTypeHost:
@@ -348,9 +402,11 @@ std::shared_ptr<const GraphPlan> buildPlan(const Graph &g)
 		default:
 			continue;
 		}
+		flush();
 		plan->tasksOnly = false;
 		plan->steps.push_back(std::move(step));
 	}
+	flush();
 	return plan;
 }
 

@@ -1319,6 +1319,12 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 		std::unique_lock<std::mutex> lock(mutex_);
 		if (failed_)
 			return setError(failed_, std::string(api) + ": " + failMessage_);
+		// A small copy or fill behind compute work joins it (kJoinCost).
+		// Not one a caller waits for: those are submitted alone at once.
+		const int before = batch_.tasks.empty() ? lastClass_ : batch_.engineClass;
+		if (engineClass == DRM_NPU_ENGINE_COPY && !callerWaits &&
+		    before == DRM_NPU_ENGINE_COMPUTE && taskCost(info) <= kJoinCost)
+			engineClass = DRM_NPU_ENGINE_COMPUTE;
 		if ((!deferred_.empty() || workerBusy_) && !tOnWorker) {
 			const auto *b = static_cast<const uint8_t *>(packet);
 			TaskInfo later = info;

@@ -67,6 +67,11 @@ uint64_t taskCost(const TaskInfo &t);
 // A job whose tasks cost at most this in all is small: the driver may run
 // it inside SUBMIT when the engine is idle (NPU_DIRECT_MAX_COST).
 constexpr uint64_t kBatchMaxCost = 64 << 10;
+// A copy or fill costing at most this, next to compute work of its stream
+// (or graph), runs on the compute engine with it (which runs every packet
+// type): moving it to the copy engine would cost a fence between engines,
+// more than the copy itself under emulation.
+constexpr uint64_t kJoinCost = 64 << 10;
 
 // What a task was, for fault reports and the profiler. Plain data filled
 // on every enqueue; the text is made only when a report needs it.

@@ -5,11 +5,13 @@
 // across streams, threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -1017,6 +1019,120 @@ TEST_F(Graphs, ThreadsCaptureAndLaunchTheirOwnGraphs)
 	EXPECT_EQ(failures.load(), 0);
 	for (float *o : outs)
 		EXPECT_TRUE(holds(o, 100.0f));
+}
+
+// The profiler's count of tasks per engine (its "engine utilisation"
+// lines) over what ran between npurtProfilerStart and npurtProfilerStop.
+std::map<unsigned, uint64_t> tasksPerEngine()
+{
+	std::map<unsigned, uint64_t> out;
+	size_t needed = 0;
+	if (npurtProfilerSummary(nullptr, 0, &needed) != npurtSuccess)
+		return out;
+	std::string sum(needed, '\0');
+	if (npurtProfilerSummary(sum.data(), sum.size(), nullptr) != npurtSuccess)
+		return out;
+	std::istringstream in(sum.c_str());
+	std::string line;
+	bool engines = false;
+	while (std::getline(in, line)) {
+		if (contains(line, "engine utilisation")) {
+			engines = true;
+			continue;
+		}
+		int dev = 0;
+		unsigned engine = 0;
+		unsigned long long tasks = 0;
+		if (engines && std::sscanf(line.c_str(), " NPU %d engine %u %llu tasks", &dev,
+		                           &engine, &tasks) == 3)
+			out[engine] += tasks;
+	}
+	return out;
+}
+
+// Whether each of the n bytes at device address d is v.
+bool allBytes(const void *d, size_t n, uint8_t v)
+{
+	std::vector<uint8_t> back(n);
+	if (npurtMemcpy(back.data(), d, n, npurtMemcpyDeviceToHost) != npurtSuccess)
+		return false;
+	return std::ranges::all_of(back, [v](uint8_t b) { return b == v; });
+}
+
+// Captures, on s, `pairs` times: a memset of `bytes` of big (alternating
+// the byte 0 and 1) then out = a + b; launches it once to warm up, then
+// once profiled: the tasks per engine of that launch.
+std::map<unsigned, uint64_t> profiledMixedGraph(npurtStream_t s, void *big, size_t bytes,
+                                               float *a, float *b, float *out, int pairs)
+{
+	EXPECT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
+	for (int i = 0; i < pairs; i++) {
+		EXPECT_EQ(npurtMemsetAsync(big, i & 1, bytes, s), npurtSuccess);
+		npurtOpDesc d = addOp(a, b, out);
+		EXPECT_EQ(npurtLaunchOp(&d, s), npurtSuccess);
+	}
+	npurtGraph_t g = nullptr;
+	EXPECT_EQ(npurtStreamEndCapture(s, &g), npurtSuccess) << lastMessage();
+	npurtGraphExec_t exec = nullptr;
+	EXPECT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtGraphLaunch(exec, s), npurtSuccess);
+	EXPECT_EQ(npurtStreamSynchronize(s), npurtSuccess);
+	EXPECT_EQ(npurtProfilerStart(), npurtSuccess);
+	EXPECT_EQ(npurtGraphLaunch(exec, s), npurtSuccess);
+	EXPECT_EQ(npurtStreamSynchronize(s), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtProfilerStop(), npurtSuccess);
+	npurtGraphExecDestroy(exec);
+	npurtGraphDestroy(g);
+	return tasksPerEngine();
+}
+
+TEST_F(Graphs, SmallMemsetsBetweenOpsRunInTheOpsJob)
+{
+	// kN * 4 bytes: far under kJoinCost; no fence between engines needed.
+	std::map<unsigned, uint64_t> per =
+	        profiledMixedGraph(s_[0], buf_[2], kN * 4, buf_[0], buf_[1], buf_[3], 8);
+	ASSERT_EQ(per.size(), 1u) << "memsets and ops on one engine";
+	EXPECT_EQ(per.begin()->second, 16u);
+	EXPECT_TRUE(holds(buf_[3], 3.0f));
+	EXPECT_TRUE(allBytes(buf_[2], kN * 4, 1)) << "the last memset (byte 1) ran last";
+}
+
+TEST_F(Graphs, LargeCopiesBetweenOpsKeepTheCopyEngine)
+{
+	const size_t bytes = 1u << 20;  // above kJoinCost
+	void *big = nullptr;
+	ASSERT_EQ(npurtMalloc(&big, bytes), npurtSuccess);
+	std::map<unsigned, uint64_t> per =
+	        profiledMixedGraph(s_[0], big, bytes, buf_[0], buf_[1], buf_[3], 4);
+	EXPECT_EQ(per.size(), 2u) << "the memsets on the copy engine, the ops on compute";
+	uint64_t total = 0;
+	for (auto &[engine, n] : per) {
+		EXPECT_EQ(n, 4u) << "engine " << engine;
+		total += n;
+	}
+	EXPECT_EQ(total, 8u);
+	EXPECT_TRUE(holds(buf_[3], 3.0f));
+	EXPECT_TRUE(allBytes(big, bytes, 1)) << "the last memset (byte 1) ran last";
+	npurtFree(big);
+}
+
+TEST_F(Graphs, SmallMemsetsBehindOpsOnAStreamJoinThem)
+{
+	// Not a graph: the stream joins a small memset to the compute work
+	// before it, and leaves one a caller waits for alone.
+	ASSERT_EQ(npurtProfilerStart(), npurtSuccess);
+	for (int i = 0; i < 6; i++) {
+		npurtOpDesc d = addOp(buf_[0], buf_[1], buf_[3]);
+		ASSERT_EQ(npurtLaunchOp(&d, s_[0]), npurtSuccess);
+		ASSERT_EQ(npurtMemsetAsync(buf_[2], i & 1, kN * 4, s_[0]), npurtSuccess);
+	}
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtProfilerStop(), npurtSuccess);
+	std::map<unsigned, uint64_t> per = tasksPerEngine();
+	ASSERT_EQ(per.size(), 1u) << "memsets behind ops on the ops' engine";
+	EXPECT_EQ(per.begin()->second, 12u);
+	EXPECT_TRUE(holds(buf_[3], 3.0f));
+	EXPECT_TRUE(allBytes(buf_[2], kN * 4, 1)) << "the last memset (byte 1) ran last";
 }
 
 TEST(GraphsReset, AGraphOfAResetDeviceIsRefusedNotFollowed)

@@ -1020,7 +1020,8 @@ NPURT_API npurtError_t npurtProfilerSummary(char *buf, size_t size, size_t *need
  * by node. npurtGraphInstantiate turns it into an executable graph, whose
  * launch submits all its device work at once: consecutive nodes of one
  * engine class go to the device as one job, so a launch of a 100-op graph
- * costs one submission, not 100.
+ * costs one submission, not 100. Small copies and memsets between ops run
+ * in the ops' job (on the compute engine), large ones on a copy engine.
  *
  * Ops take the place of CUDA's kernels: an op node (npurtGraphNodeTypeKernel)
  * holds an npurtOpDesc. Memory of an alloc node (a captured npurtMallocAsync)

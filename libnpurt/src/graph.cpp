@@ -331,9 +331,9 @@ void joinSmallCopies(std::vector<PlannedTask> &tasks)
 		size_t end = i;
 		while (end < tasks.size() && smallCopy(tasks[end]))
 			end++;
-		const bool join = (i > 0 && tasks[i - 1].engineClass == DRM_NPU_ENGINE_COMPUTE) ||
-		                  (end < tasks.size() &&
-		                   tasks[end].engineClass == DRM_NPU_ENGINE_COMPUTE);
+		const bool join =
+		        (i > 0 && tasks[i - 1].engineClass == DRM_NPU_ENGINE_COMPUTE) ||
+		        (end < tasks.size() && tasks[end].engineClass == DRM_NPU_ENGINE_COMPUTE);
 		for (; i < end; i++)
 			if (join)
 				tasks[i].engineClass = DRM_NPU_ENGINE_COMPUTE;

@@ -1062,8 +1062,8 @@ bool allBytes(const void *d, size_t n, uint8_t v)
 // Captures, on s, `pairs` times: a memset of `bytes` of big (alternating
 // the byte 0 and 1) then out = a + b; launches it once to warm up, then
 // once profiled: the tasks per engine of that launch.
-std::map<unsigned, uint64_t> profiledMixedGraph(npurtStream_t s, void *big, size_t bytes,
-                                               float *a, float *b, float *out, int pairs)
+std::map<unsigned, uint64_t> profiledMixedGraph(npurtStream_t s, void *big, size_t bytes, float *a,
+                                                float *b, float *out, int pairs)
 {
 	EXPECT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
 	for (int i = 0; i < pairs; i++) {

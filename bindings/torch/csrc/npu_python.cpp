@@ -538,9 +538,8 @@ PYBIND11_MODULE(_C, m)
 		py::gil_scoped_release nogil;
 		check(npurtStreamSynchronize(ns), "npurtStreamSynchronize");
 	});
-	m.def("_stream_get_priority", [](int d, int64_t id) {
-		return streamPriority(streamFromIds(d, id));
-	});
+	m.def("_stream_get_priority",
+	      [](int d, int64_t id) { return streamPriority(streamFromIds(d, id)); });
 
 	py::class_<PyEvent>(m, "_Event")
 	        .def(py::init<bool, bool, bool>())

@@ -313,30 +313,27 @@ struct PlannedTask {
 	uint32_t engineClass;
 };
 
-bool smallCopy(const PlannedTask &t)
-{
-	return t.engineClass == DRM_NPU_ENGINE_COPY && taskCost(t.task->info) <= kJoinCost;
-}
-
-// Small copies and fills next to compute tasks join them (kJoinCost): a
+// Small copies and fills next to compute tasks join them (joinsCompute): a
 // maximal run of them goes to the compute engine when the task before or
 // after it is compute work, saving a fence between engines on each side.
 void joinSmallCopies(std::vector<PlannedTask> &tasks)
 {
+	auto isCompute = [&](size_t i) {
+		return i < tasks.size() && tasks[i].engineClass == DRM_NPU_ENGINE_COMPUTE;
+	};
 	for (size_t i = 0; i < tasks.size();) {
-		if (!smallCopy(tasks[i])) {
+		size_t end = i;
+		while (end < tasks.size() &&
+		       joinsCompute(tasks[end].engineClass, tasks[end].task->info))
+			end++;
+		if (end == i) {
 			i++;
 			continue;
 		}
-		size_t end = i;
-		while (end < tasks.size() && smallCopy(tasks[end]))
-			end++;
-		const bool join =
-		        (i > 0 && tasks[i - 1].engineClass == DRM_NPU_ENGINE_COMPUTE) ||
-		        (end < tasks.size() && tasks[end].engineClass == DRM_NPU_ENGINE_COMPUTE);
-		for (; i < end; i++)
-			if (join)
-				tasks[i].engineClass = DRM_NPU_ENGINE_COMPUTE;
+		if ((i > 0 && isCompute(i - 1)) || isCompute(end))
+			for (size_t k = i; k < end; k++)
+				tasks[k].engineClass = DRM_NPU_ENGINE_COMPUTE;
+		i = end;
 	}
 }
 

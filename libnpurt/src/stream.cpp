@@ -59,6 +59,11 @@ uint64_t taskCost(const TaskInfo &t)
 	return t.bytes + t.runs * kRunCost;  // runs: at most kMaxRunsPerPacket
 }
 
+bool joinsCompute(uint32_t engineClass, const TaskInfo &t)
+{
+	return engineClass == DRM_NPU_ENGINE_COPY && taskCost(t) <= kJoinCost;
+}
+
 namespace {
 
 // What bounds a batch: a task's device time, in bytes a copy engine moves
@@ -1322,8 +1327,8 @@ npurtError_t Stream::submit(uint32_t engineClass, const void *packet, uint32_t s
 		// A small copy or fill behind compute work joins it (kJoinCost).
 		// Not one a caller waits for: those are submitted alone at once.
 		const int before = batch_.tasks.empty() ? lastClass_ : batch_.engineClass;
-		if (engineClass == DRM_NPU_ENGINE_COPY && !callerWaits &&
-		    before == DRM_NPU_ENGINE_COMPUTE && taskCost(info) <= kJoinCost)
+		if (!callerWaits && before == DRM_NPU_ENGINE_COMPUTE &&
+		    joinsCompute(engineClass, info))
 			engineClass = DRM_NPU_ENGINE_COMPUTE;
 		if ((!deferred_.empty() || workerBusy_) && !tOnWorker) {
 			const auto *b = static_cast<const uint8_t *>(packet);

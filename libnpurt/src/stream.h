@@ -72,6 +72,8 @@ constexpr uint64_t kBatchMaxCost = 64 << 10;
 // type): moving it to the copy engine would cost a fence between engines,
 // more than the copy itself under emulation.
 constexpr uint64_t kJoinCost = 64 << 10;
+// Whether a task of this engine class may join compute work beside it.
+bool joinsCompute(uint32_t engineClass, const TaskInfo &t);
 
 // What a task was, for fault reports and the profiler. Plain data filled
 // on every enqueue; the text is made only when a report needs it.

@@ -568,6 +568,7 @@ PYBIND11_MODULE(_C, m)
 		return py::make_tuple(f, t);
 	});
 	m.def("_fallback_counts", &fallbackCounts);
+	m.def("_autocast_registered", &autocastRegistered);
 	m.def("_mem_usage", &memUsage);
 	m.def("_memory_snapshot", &memSnapshot);
 	m.def("_set_allocator_settings", &setAllocatorSettings);

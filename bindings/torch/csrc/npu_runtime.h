@@ -183,4 +183,7 @@ std::string nameStreams(std::string msg);
 void countFallback(const std::string &name);
 std::map<std::string, uint64_t> fallbackCounts();
 
+// Whether torch.autocast("npu") has its cast policies (torch >= 2.3).
+bool autocastRegistered();
+
 }  // namespace torch_npurt

@@ -31,7 +31,7 @@ __all__ = [
     "process_memory_info", "memory_snapshot", "manual_seed", "manual_seed_all", "OutOfMemoryError",
     "profiler", "set_call_sites", "call_sites",
     "NPUGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
-    "make_graphed_callables",
+    "make_graphed_callables", "amp", "get_amp_supported_dtype", "is_bf16_supported",
 ]
 
 
@@ -670,6 +670,49 @@ def set_call_sites(enabled):
 
 def call_sites():
     return _C._call_sites()
+
+
+# ----------------------------------------------------------------- autocast
+
+def get_amp_supported_dtype():
+    """The dtypes torch.autocast("npu") casts to (torch's AMP asks the
+    device module for them)."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported():
+    return True
+
+
+def _need_autocast():
+    if not _C._autocast_registered():
+        raise RuntimeError(
+            "autocast on the NPU needs torch >= 2.3 (this is torch %s, whose autocast "
+            "knows only 'cuda' and 'cpu'); cast the model and inputs with .half() or "
+            ".bfloat16() instead" % torch.__version__)
+
+
+class _Amp:
+    """torch.npu.amp, as torch_npu's: autocast() and GradScaler() for the NPU
+    (torch.autocast("npu") and torch.amp.GradScaler("npu") on torch 2.x)."""
+
+    @staticmethod
+    def autocast(enabled=True, dtype=torch.float16, cache_enabled=True):
+        _need_autocast()
+        return torch.autocast(_DEVICE_TYPE, dtype=dtype, enabled=enabled,
+                              cache_enabled=cache_enabled)
+
+    @staticmethod
+    def GradScaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                   growth_interval=2000, enabled=True):
+        _need_autocast()
+        return torch.amp.GradScaler(_DEVICE_TYPE, init_scale=init_scale,
+                                    growth_factor=growth_factor,
+                                    backoff_factor=backoff_factor,
+                                    growth_interval=growth_interval, enabled=enabled)
+
+
+amp = _Amp()
 
 
 # -------------------------------------------------------------------- seeds

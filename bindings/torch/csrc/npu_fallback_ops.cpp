@@ -6,6 +6,10 @@
 //   convolution_overrideable, and its gradient to
 //   convolution_backward_overrideable, which have no CPU kernels. These
 //   run ATen's own convolution (or its gradient) on the CPU.
+// - LSTM and GRU cells: torch 2.x runs nn.LSTM/GRU (and their cells) on
+//   PrivateUse1 through the fused cells that only CUDA implements. These
+//   compute them on the CPU from ATen ops, the workspace laid out as CUDA's
+//   (the activated gates), which the backward reads.
 // - native_batch_norm updates running_mean and running_var in place in
 //   training, but its schema does not say so (torch 1.13; 2.x trains
 //   through _batch_norm_with_update, which does): the fallback would
@@ -20,6 +24,7 @@
 
 #include <array>
 #include <tuple>
+#include <vector>
 
 namespace torch_npurt {
 
@@ -28,6 +33,10 @@ namespace {
 constexpr const char *kForward = "aten::convolution_overrideable";
 constexpr const char *kBackward = "aten::convolution_backward_overrideable";
 constexpr const char *kBatchNorm = "aten::native_batch_norm";
+constexpr const char *kLstmCell = "aten::_thnn_fused_lstm_cell";
+constexpr const char *kLstmCellBackward = "aten::_thnn_fused_lstm_cell_backward_impl";
+constexpr const char *kGruCell = "aten::_thnn_fused_gru_cell";
+constexpr const char *kGruCellBackward = "aten::_thnn_fused_gru_cell_backward";
 
 // Every operand on the NPU of @input (a CPU operand would be read as if
 // it were device memory; torch's own message for the mix).
@@ -116,6 +125,111 @@ batchNorm(const at::Tensor &input, const c10::optional<at::Tensor> &weight,
 	        back(saveInvstd, input.device())};
 }
 
+at::Tensor cpuWithBias(const at::Tensor &gates, const c10::optional<at::Tensor> &bias)
+{
+	at::Tensor g = gates.cpu();
+	return bias && bias->defined() ? g.add(bias->cpu()) : g;
+}
+
+// d(sigmoid)/dx from its value, and d(tanh)/dx from its value.
+at::Tensor sigmoidGrad(const at::Tensor &s)
+{
+	return s.mul(at::rsub(s, 1));
+}
+
+at::Tensor tanhGrad(const at::Tensor &t)
+{
+	return at::rsub(t.mul(t), 1);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor>
+lstmCell(const at::Tensor &inputGates, const at::Tensor &hiddenGates, const at::Tensor &cx,
+         const c10::optional<at::Tensor> &inputBias, const c10::optional<at::Tensor> &hiddenBias)
+{
+	at::Tensor ib = orUndefined(inputBias), hb = orUndefined(hiddenBias);
+	checkOperands(kLstmCell, inputGates, {&hiddenGates, &cx, &ib, &hb});
+	countFallback(kLstmCell);
+	OpScope scope("aten::_thnn_fused_lstm_cell (CPU fallback)");
+	std::vector<at::Tensor> gates = cpuWithBias(inputGates, inputBias)
+	                                        .add(cpuWithBias(hiddenGates, hiddenBias))
+	                                        .chunk(4, 1);
+	at::Tensor i = gates[0].sigmoid(), f = gates[1].sigmoid();
+	at::Tensor g = gates[2].tanh(), o = gates[3].sigmoid();
+	at::Tensor cy = f.mul(cx.cpu()).add(i.mul(g));
+	at::Tensor hy = o.mul(cy.tanh());
+	at::Device d = inputGates.device();
+	return {back(hy, d), back(cy, d), back(at::cat({i, f, g, o}, 1), d)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor>
+lstmCellBackward(const c10::optional<at::Tensor> &gradHy, const c10::optional<at::Tensor> &gradCy,
+                 const at::Tensor &cx, const at::Tensor &cy, const at::Tensor &workspace,
+                 bool hasBias)
+{
+	at::Tensor ghy = orUndefined(gradHy), gcy = orUndefined(gradCy);
+	if (!ghy.defined() && !gcy.defined())
+		return {};
+	checkOperands(kLstmCellBackward, workspace, {&ghy, &gcy, &cx, &cy});
+	countFallback(kLstmCellBackward);
+	OpScope scope("aten::_thnn_fused_lstm_cell_backward_impl (CPU fallback)");
+	std::vector<at::Tensor> w = workspace.cpu().chunk(4, 1);
+	const at::Tensor &i = w[0], &f = w[1], &g = w[2], &o = w[3];
+	at::Tensor tanhCy = cy.cpu().tanh();
+	// The gradient reaching the cell state: through hy, and directly.
+	at::Tensor gc =
+	        ghy.defined() ? ghy.cpu().mul(o).mul(tanhGrad(tanhCy)) : at::zeros_like(tanhCy);
+	if (gcy.defined())
+		gc = gc.add(gcy.cpu());
+	at::Tensor go =
+	        ghy.defined() ? ghy.cpu().mul(tanhCy).mul(sigmoidGrad(o)) : at::zeros_like(o);
+	at::Tensor gradGates =
+	        at::cat({gc.mul(g).mul(sigmoidGrad(i)), gc.mul(cx.cpu()).mul(sigmoidGrad(f)),
+	                 gc.mul(i).mul(tanhGrad(g)), go},
+	                1);
+	at::Tensor gradBias = hasBias ? gradGates.sum(0) : at::Tensor();
+	at::Device d = workspace.device();
+	return {back(gradGates, d), back(gc.mul(f), d), back(gradBias, d)};
+}
+
+std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor &inputGates,
+                                           const at::Tensor &hiddenGates, const at::Tensor &hx,
+                                           const c10::optional<at::Tensor> &inputBias,
+                                           const c10::optional<at::Tensor> &hiddenBias)
+{
+	at::Tensor ib = orUndefined(inputBias), hb = orUndefined(hiddenBias);
+	checkOperands(kGruCell, inputGates, {&hiddenGates, &hx, &ib, &hb});
+	countFallback(kGruCell);
+	OpScope scope("aten::_thnn_fused_gru_cell (CPU fallback)");
+	std::vector<at::Tensor> ig = cpuWithBias(inputGates, inputBias).chunk(3, 1);
+	std::vector<at::Tensor> hg = cpuWithBias(hiddenGates, hiddenBias).chunk(3, 1);
+	at::Tensor r = ig[0].add(hg[0]).sigmoid(), z = ig[1].add(hg[1]).sigmoid();
+	at::Tensor n = ig[2].add(r.mul(hg[2])).tanh();
+	at::Tensor h = hx.cpu();
+	at::Tensor hy = n.add(z.mul(h.sub(n)));
+	at::Device d = inputGates.device();
+	return {back(hy, d), back(at::cat({r, z, n, h, hg[2]}, 1), d)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
+gruCellBackward(const at::Tensor &gradHy, const at::Tensor &workspace, bool hasBias)
+{
+	checkOperands(kGruCellBackward, workspace, {&gradHy});
+	countFallback(kGruCellBackward);
+	OpScope scope("aten::_thnn_fused_gru_cell_backward (CPU fallback)");
+	std::vector<at::Tensor> w = workspace.cpu().chunk(5, 1);
+	const at::Tensor &r = w[0], &z = w[1], &n = w[2], &hx = w[3], &hn = w[4];
+	at::Tensor g = gradHy.cpu();
+	at::Tensor gz = g.mul(hx.sub(n)).mul(sigmoidGrad(z));
+	at::Tensor gn = g.mul(at::rsub(z, 1)).mul(tanhGrad(n));
+	at::Tensor gr = gn.mul(hn).mul(sigmoidGrad(r));
+	at::Tensor gradInput = at::cat({gr, gz, gn}, 1);
+	at::Tensor gradHidden = at::cat({gr, gz, gn.mul(r)}, 1);
+	at::Device d = workspace.device();
+	return {back(gradInput, d), back(gradHidden, d), back(g.mul(z), d),
+	        back(hasBias ? gradInput.sum(0) : at::Tensor(), d),
+	        back(hasBias ? gradHidden.sum(0) : at::Tensor(), d)};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
@@ -123,6 +237,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("convolution_overrideable", TORCH_FN(convolution));
 	m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackward));
 	m.impl("native_batch_norm", TORCH_FN(batchNorm));
+	m.impl("_thnn_fused_lstm_cell", TORCH_FN(lstmCell));
+	m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(lstmCellBackward));
+	m.impl("_thnn_fused_gru_cell", TORCH_FN(gruCell));
+	m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(gruCellBackward));
 }
 
 }  // namespace torch_npurt

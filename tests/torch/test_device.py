@@ -153,3 +153,25 @@ def test_fork_after_start_is_a_bad_fork(dev):
     os.close(r)
     os.waitpid(pid, 0)
     assert got == b"1"
+
+
+def test_rng_state_round_trip(dev):
+    # NPU random ops draw from torch's CPU generator (npu.manual_seed).
+    state = npu.get_rng_state()
+    a = torch.randn(8, device=dev).cpu()
+    npu.set_rng_state(state)
+    torch.testing.assert_close(torch.randn(8, device=dev).cpu(), a)
+    states = npu.get_rng_state_all()
+    assert len(states) == npu.device_count()
+    npu.set_rng_state_all(states)
+    npu.manual_seed(5)
+    assert npu.initial_seed() == 5
+    npu.seed()
+    assert isinstance(npu.initial_seed(), int)
+    with pytest.raises(IndexError, match="NPU device"):
+        npu.get_rng_state(npu.device_count() + 3)
+
+
+def test_init_and_is_initialized(dev):
+    npu.init()
+    assert npu.is_initialized()

@@ -176,3 +176,30 @@ def test_allocator_settings_expandable_segments(dev):
     finally:
         npu._set_allocator_settings("")
         npu.empty_cache()
+
+
+def test_dump_snapshot_for_memory_viz(dev, tmp_path):
+    import pickle
+    npu.memory._record_memory_history()
+    try:
+        keep = torch.empty(3 << 20, dtype=torch.uint8, device=dev)  # this line
+        line = test_dump_snapshot_for_memory_viz.__code__.co_firstlineno + 4
+        path = tmp_path / "snap.pickle"
+        npu.memory._dump_snapshot(str(path))
+        with open(path, "rb") as f:
+            snap = pickle.load(f)
+    finally:
+        npu.memory._record_memory_history(enabled=None)
+    assert not npu.call_sites()
+    npu.set_call_sites(True)
+    assert len(snap["device_traces"]) == npu.device_count()
+    blocks = [b for seg in snap["segments"] for b in seg["blocks"]
+              if b["state"] == "active_allocated" and b["address"] == keep.data_ptr()]
+    assert len(blocks) == 1, blocks
+    assert blocks[0]["size"] >= 3 << 20
+    assert any(fr["filename"].endswith("test_memory.py") and fr["line"] == line
+               for fr in blocks[0]["frames"]), blocks[0]["frames"]
+    seg = next(s for s in snap["segments"] if blocks[0] in s["blocks"])
+    for key in ("device", "address", "total_size", "allocated_size", "active_size",
+                "stream", "segment_type"):
+        assert key in seg

@@ -115,3 +115,54 @@ def test_cross_stream_ordering(dev):
     ev2.record(s2)
     ev2.wait(npu.current_stream())
     npu.synchronize()
+
+
+def test_stream_as_context_manager(dev):
+    a, b = npu.Stream(), npu.Stream()
+    outer = npu.current_stream()
+    with a:
+        assert npu.current_stream() == a
+        with b:
+            assert npu.current_stream() == b
+            x = torch.ones(4, device=dev) * 3
+        assert npu.current_stream() == a
+        with a:  # the same object again, nested
+            assert npu.current_stream() == a
+        assert npu.current_stream() == a
+    assert npu.current_stream() == outer
+    b.synchronize()
+    assert x.cpu().eq(3).all()
+    # An exception leaves the block with the stream restored.
+    with pytest.raises(ValueError):
+        with a:
+            raise ValueError("inside")
+    assert npu.current_stream() == outer
+
+
+def test_stream_context_manager_per_thread(dev):
+    # One Stream object entered by several threads at once: each thread
+    # restores its own current stream.
+    import threading
+    s = npu.Stream()
+    barrier = threading.Barrier(3)
+    errors = []
+
+    def worker():
+        try:
+            mine = npu.Stream()
+            npu.set_stream(mine)
+            with s:
+                barrier.wait(timeout=60)
+                assert npu.current_stream() == s
+                barrier.wait(timeout=60)
+            assert npu.current_stream() == mine
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads)

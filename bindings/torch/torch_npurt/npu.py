@@ -7,7 +7,9 @@ arguments take an index, ``"npu"``/``"npu:N"``, ``"privateuseone:N"`` or a
 
 import contextlib
 import os
+import pickle
 import re
+import threading
 
 import torch
 
@@ -32,6 +34,8 @@ __all__ = [
     "profiler", "set_call_sites", "call_sites",
     "NPUGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
     "make_graphed_callables", "amp", "get_amp_supported_dtype", "is_bf16_supported",
+    "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
+    "set_rng_state_all", "init", "is_initialized", "memory",
 ]
 
 
@@ -186,6 +190,16 @@ class Stream:
         event.record(self)
         return event
 
+    def __enter__(self):
+        """``with stream:`` is ``with torch_npurt.npu.stream(stream):`` (as
+        torch 2.x's streams)."""
+        ctx = StreamContext(self)
+        _stream_contexts().append(ctx)
+        return ctx.__enter__()
+
+    def __exit__(self, *exc):
+        return _stream_contexts().pop().__exit__(*exc)
+
     def __eq__(self, other):
         return isinstance(other, Stream) and \
             (self.device_index, self.stream_id) == (other.device_index, other.stream_id)
@@ -195,6 +209,17 @@ class Stream:
 
     def __repr__(self):
         return "<torch_npurt.npu.Stream device=%s id=%d>" % (self.device, self.stream_id)
+
+
+_thread = threading.local()
+
+
+def _stream_contexts():
+    """This thread's contexts of ``with stream:`` blocks, innermost last
+    (with-blocks nest within a thread, so __exit__ pops its own)."""
+    if not hasattr(_thread, "stream_contexts"):
+        _thread.stream_contexts = []
+    return _thread.stream_contexts
 
 
 def current_stream(device=None):
@@ -672,6 +697,34 @@ def call_sites():
     return _C._call_sites()
 
 
+class _Memory:
+    """torch.npu.memory's (torch.cuda.memory's) snapshot calls, whose pickle
+    https://pytorch.org/memory_viz reads. The snapshot holds the pools'
+    segments and blocks with each allocated block's Python line; no trace of
+    past allocation events is kept (device_traces is empty)."""
+
+    @staticmethod
+    def _record_memory_history(enabled="all", *args, **kwargs):
+        """Records the Python line of each allocation (torch 2.x passes
+        "all"/"state"/None, torch 1.13 True/False). The same switch as
+        set_call_sites, so it also names call sites in fault reports."""
+        set_call_sites(enabled not in (None, False))
+
+    @staticmethod
+    def _snapshot(device=None):
+        devices = range(device_count()) if device is None else [_index(device)]
+        segments = [seg for i in devices for seg in memory_snapshot(i)]
+        return {"segments": segments, "device_traces": [[] for _ in range(device_count())]}
+
+    @staticmethod
+    def _dump_snapshot(filename="dump_snapshot.pickle"):
+        with open(filename, "wb") as f:
+            pickle.dump(_Memory._snapshot(), f)
+
+
+memory = _Memory()
+
+
 # ----------------------------------------------------------------- autocast
 
 def get_amp_supported_dtype():
@@ -730,6 +783,50 @@ def manual_seed(seed):
 
 
 manual_seed_all = manual_seed
+
+
+def seed():
+    """Seeds the generator NPU random ops draw from (torch's CPU generator,
+    see manual_seed) with a random number."""
+    torch.random.default_generator.seed()
+
+
+seed_all = seed
+
+
+def initial_seed():
+    return torch.random.default_generator.initial_seed()
+
+
+def get_rng_state(device=None):
+    """The state of the generator NPU random ops draw from (torch's CPU
+    generator, see manual_seed; `device` is checked, all NPUs share it)."""
+    _index(device)
+    return torch.random.default_generator.get_state()
+
+
+def set_rng_state(new_state, device=None):
+    _index(device)
+    torch.random.default_generator.set_state(new_state)
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states):
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
+
+
+def init():
+    """Starts libnpurt now rather than at the first NPU call (as
+    torch.cuda.init); raises RuntimeError if there is no NPU."""
+    _C._current_device()
+
+
+def is_initialized():
+    return _C._runtime_started()
 
 _forked_after_start = False
 

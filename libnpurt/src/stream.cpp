@@ -2072,13 +2072,15 @@ namespace {
 // The calling thread's per-thread default streams (npurtStreamPerThread),
 // one per context it used, destroyed when the thread exits. A context's
 // destruction destroys them with its other streams: an entry is checked
-// against the live streams whenever some stream was destroyed.
+// against the live streams whenever some stream was destroyed, by serial,
+// since a later stream (the next context's default stream, say) may live
+// at a destroyed one's address, and a context at a destroyed one's.
 class PerThreadStreams {
 public:
 	~PerThreadStreams()
 	{
 		for (auto &e : entries_)
-			if (live(e.stream))
+			if (live(e))
 				destroyStreamForContext(e.stream);
 	}
 	Stream *get(Context &c)
@@ -2087,30 +2089,33 @@ public:
 		for (auto &e : entries_) {
 			if (e.ctx != &c)
 				continue;
-			if (e.generation == generation ||
-			    (live(e.stream) && &e.stream->ctx() == &c)) {
+			if (e.generation == generation || live(e)) {
 				e.generation = generation;
 				return e.stream;
 			}
-			e.stream = createPerThread(c);
-			e.generation = gStreamGeneration.load(std::memory_order_acquire);
+			e = make(c);
 			return e.stream;
 		}
-		Stream *st = createPerThread(c);
-		entries_.push_back({&c, st, gStreamGeneration.load(std::memory_order_acquire)});
-		return st;
+		entries_.push_back(make(c));
+		return entries_.back().stream;
 	}
 
 private:
 	struct Entry {
 		Context *ctx;
 		Stream *stream;
+		uint64_t serial;
 		uint64_t generation;
 	};
-	static bool live(Stream *st)
+	static bool live(const Entry &e)
 	{
 		std::lock_guard<std::mutex> lock(gHandleMutex);
-		return gStreams.count(st) != 0;
+		return gStreams.count(e.stream) != 0 && e.stream->serial() == e.serial;
+	}
+	static Entry make(Context &c)
+	{
+		Stream *st = createPerThread(c);
+		return {&c, st, st->serial(), gStreamGeneration.load(std::memory_order_acquire)};
 	}
 	static Stream *createPerThread(Context &c)
 	{

@@ -2958,3 +2958,58 @@ TEST_F(NullStream, NonBlockingStreamsDoNotWait)
 	EXPECT_TRUE(slowStillRunsAfter(nullptr, nb)) << "a non-blocking stream waited for NULL";
 	EXPECT_TRUE(slowStillRunsAfter(b, b2)) << "two blocking streams waited for each other";
 }
+
+// A thread's npurtStreamPerThread stream dies with its context
+// (npurtDeviceReset). The streams made next may live at its address (and
+// the next context at the old one's): the thread must get a new per-thread
+// stream, not the next context's legacy stream (which cannot capture) or
+// one of the user's, and a thread's exit must not destroy a stream at that
+// address. Found when a run's order put a reset between two per-thread
+// uses; each round makes a different number of streams before the use, so
+// that one of them lands on the freed address.
+TEST_F(StreamTest, PerThreadStreamOutlivesAResetOfItsContext)
+{
+	for (int round = 0; round < 24; round++) {
+		std::atomic<int> phase{0};
+		std::thread user([&phase] {
+			npurtSetDevice(0);
+			EXPECT_EQ(npurtStreamQuery(npurtStreamPerThread), npurtSuccess)
+			        << lastMessage();
+			phase = 1;
+			while (phase.load() != 2)
+				std::this_thread::yield();
+		});
+		EXPECT_EQ(npurtStreamQuery(npurtStreamPerThread), npurtSuccess) << lastMessage();
+		while (phase.load() != 1)
+			std::this_thread::yield();
+		ASSERT_EQ(npurtDeviceReset(), npurtSuccess) << lastMessage();
+		ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
+		// The next context's legacy stream, then new streams.
+		EXPECT_EQ(npurtStreamQuery(nullptr), npurtSuccess) << lastMessage();
+		std::vector<npurtStream_t> mine(round % 12);
+		for (auto &s : mine)
+			ASSERT_EQ(npurtStreamCreate(&s), npurtSuccess) << lastMessage();
+		// The other thread exits: its per-thread stream is gone already.
+		phase = 2;
+		user.join();
+		for (auto &s : mine)
+			EXPECT_EQ(npurtStreamQuery(s), npurtSuccess)
+			        << "round " << round << ": " << lastMessage();
+		npurtGraph_t g = nullptr;
+		ASSERT_EQ(
+		        npurtStreamBeginCapture(npurtStreamPerThread, npurtStreamCaptureModeGlobal),
+		        npurtSuccess)
+		        << "round " << round << ": " << lastMessage();
+		for (auto &s : mine) {
+			npurtStreamCaptureStatus st = npurtStreamCaptureStatusActive;
+			EXPECT_EQ(npurtStreamIsCapturing(s, &st), npurtSuccess);
+			EXPECT_EQ(st, npurtStreamCaptureStatusNone)
+			        << "round " << round << ": a stream of the user's was taken as the "
+			        << "thread's";
+		}
+		ASSERT_EQ(npurtStreamEndCapture(npurtStreamPerThread, &g), npurtSuccess);
+		EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess);
+		for (auto &s : mine)
+			EXPECT_EQ(npurtStreamDestroy(s), npurtSuccess) << lastMessage();
+	}
+}

@@ -168,6 +168,9 @@ npurtError_t npurtDeviceGetAttribute(int *value, npurtDeviceAttr attr, int devic
 		case npurtDevAttrManagedMemory:
 			*value = p.managedMemory;
 			break;
+		case npurtDevAttrConcurrentManagedAccess:
+			*value = p.concurrentManagedAccess;
+			break;
 		case npurtDevAttrIsMultiGpuBoard:
 			*value = p.isMultiGpuBoard;
 			break;

@@ -40,6 +40,11 @@ npurtError_t current(Context **ctx, const char *api)
 	return Runtime::instance().currentContext(ctx, api);
 }
 
+bool isManaged(const void *p, Runtime::HostRange *r)
+{
+	return Runtime::instance().findManagedRange(addrOf(p), r);
+}
+
 npurtError_t copy2D(const char *api, void *dst, size_t dpitch, const void *src, size_t spitch,
                     size_t width, size_t height, npurtMemcpyKind kind, npurtStream_t stream,
                     bool sync, void *ra)
@@ -196,6 +201,14 @@ npurtError_t npurtFree(void *devPtr)
 		size_t size = 0;
 		Context *owner =
 		        Runtime::instance().findDeviceMemory(addrOf(devPtr), c, &base, &size);
+		Runtime::HostRange r{};
+		if (!owner && isManaged(devPtr, &r)) {
+			if (r.userBase == addrOf(devPtr) && r.ctx->hostPool().deallocate(devPtr))
+				return npurtSuccess;
+			return setError(npurtErrorInvalidValue,
+			                "npurtFree: " + hexAddr(addrOf(devPtr)) +
+			                        " is inside managed memory, not its start");
+		}
 		if (!owner)
 			return setError(
 			        npurtErrorInvalidValue,
@@ -308,7 +321,9 @@ npurtError_t npurtMemEmptyCache(void)
 
 namespace {
 
-npurtError_t hostAlloc(const char *api, void **ptr, size_t size, unsigned flags)
+// internal: Runtime::kHostManaged for npurtMallocManaged, else 0.
+npurtError_t hostAlloc(const char *api, void **ptr, size_t size, unsigned flags,
+                       unsigned internal = 0)
 {
 	if (!ptr)
 		return nullArgument(api, "ptr");
@@ -331,10 +346,29 @@ npurtError_t hostAlloc(const char *api, void **ptr, size_t size, unsigned flags)
 	if (npurtError_t err = current(&c, api))
 		return err;
 	// Pinned memory is always mapped (unified addressing).
-	return c->hostPool().allocate(size, flags | npurtHostAllocMapped, ptr, api);
+	return c->hostPool().allocate(size, flags | npurtHostAllocMapped | internal, ptr, api);
 }
 
 }  // namespace
+
+npurtError_t npurtMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+	try {
+		const char *api = "npurtMallocManaged";
+		if (flags != npurtMemAttachGlobal && flags != npurtMemAttachHost)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) +
+			                        ": flags must be npurtMemAttachGlobal or "
+			                        "npurtMemAttachHost, not " +
+			                        hexAddr(flags));
+		if (devPtr && !size)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": size is 0 (CUDA refuses it too)");
+		return hostAlloc(api, devPtr, size, npurtHostAllocDefault, Runtime::kHostManaged);
+	} catch (...) {
+		return npurt::errorFromException("npurtMallocManaged");
+	}
+}
 
 npurtError_t npurtMallocHost(void **ptr, size_t size)
 {
@@ -399,7 +433,8 @@ npurtError_t npurtHostGetFlags(unsigned int *flags, void *hostPtr)
 		uint64_t base = 0;
 		Runtime::HostRange r{};
 		if (!rt.findHostRange(addrOf(hostPtr), &base, &r) || !r.pinned ||
-		    addrOf(hostPtr) < r.userBase || addrOf(hostPtr) - r.userBase >= r.userSize)
+		    (r.flags & Runtime::kHostManaged) || addrOf(hostPtr) < r.userBase ||
+		    addrOf(hostPtr) - r.userBase >= r.userSize)
 			return setError(
 			        npurtErrorInvalidValue,
 			        std::string(api) + ": " + hexAddr(addrOf(hostPtr)) +
@@ -423,6 +458,10 @@ npurtError_t npurtFreeHost(void *ptr)
 			return err;
 		uint64_t base = 0;
 		Runtime::HostRange r{};
+		if (isManaged(ptr, &r))
+			return setError(npurtErrorInvalidValue,
+			                "npurtFreeHost: " + hexAddr(addrOf(ptr)) +
+			                        " is managed memory: free it with npurtFree");
 		if (!rt.findHostRange(addrOf(ptr), &base, &r) || !r.pinned ||
 		    r.userBase != addrOf(ptr) || !r.ctx->hostPool().deallocate(ptr))
 			return setError(
@@ -579,7 +618,8 @@ npurtError_t npurtPointerGetAttributes(npurtPointerAttributes *attr, const void 
 		uint64_t base = 0;
 		Runtime::HostRange r{};
 		if (Runtime::instance().findHostRange(addrOf(ptr), &base, &r)) {
-			attr->type = npurtMemoryTypeHost;
+			attr->type = r.flags & Runtime::kHostManaged ? npurtMemoryTypeManaged
+			                                             : npurtMemoryTypeHost;
 			attr->device = r.ctx->ordinal();
 			attr->devicePointer = attr->hostPointer = const_cast<void *>(ptr);
 			attr->base = reinterpret_cast<void *>(r.userBase);
@@ -830,6 +870,14 @@ npurtError_t npurtIpcGetMemHandle(npurtIpcMemHandle_t *handle, void *devPtr)
 		size_t size = 0;
 		Context *owner =
 		        Runtime::instance().findDeviceMemory(addrOf(devPtr), c, &base, &size);
+		Runtime::HostRange r{};
+		if (!owner && isManaged(devPtr, &r)) {
+			if (r.userBase == addrOf(devPtr) && r.ctx->hostPool().deallocate(devPtr))
+				return npurtSuccess;
+			return setError(npurtErrorInvalidValue,
+			                "npurtFree: " + hexAddr(addrOf(devPtr)) +
+			                        " is inside managed memory, not its start");
+		}
 		if (!owner)
 			return setError(npurtErrorInvalidValue,
 			                std::string(api) + ": " + hexAddr(addrOf(devPtr)) +

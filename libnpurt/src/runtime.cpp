@@ -168,6 +168,9 @@ npurtError_t Runtime::discover()
 		p.streamPrioritiesSupported = 1;
 		p.hostRegisterSupported = 1;
 		p.memoryPoolsSupported = 1;  // npurtMallocAsync, npurtMemPool*
+		// Managed memory is host memory the NPU uses in place, coherently.
+		p.managedMemory = 1;
+		p.concurrentManagedAccess = 1;
 		devices.push_back(
 		        {info.device_index, std::make_unique<Device>(std::move(node), p)});
 	}
@@ -544,6 +547,13 @@ bool Runtime::findHostRange(uint64_t addr, uint64_t *base, HostRange *r)
 	*base = it->first;
 	*r = it->second;
 	return true;
+}
+
+bool Runtime::findManagedRange(uint64_t addr, HostRange *r)
+{
+	uint64_t base = 0;
+	return findHostRange(addr, &base, r) && r->pinned && (r->flags & kHostManaged) &&
+	       addr >= r->userBase && addr - r->userBase < r->userSize;
 }
 
 void setThreadContext(Context *ctx)

@@ -118,12 +118,17 @@ public:
 		bool pinned;  // MallocHost (else HostRegister)
 		unsigned flags = 0;  // npurtHostAlloc* or npurtHostRegister* given
 	};
+	// HostRange::flags of npurtMallocManaged's memory (pinned), beside
+	// npurtHostAllocMapped.
+	static constexpr unsigned kHostManaged = 0x80000000u;
 	// Adds a range unless it overlaps one; false if it does.
 	bool addHostRange(uint64_t base, const HostRange &r);
 	// Removes the range starting at base (user's pointer) and returns it.
 	bool takeHostRange(uint64_t userBase, bool pinned, uint64_t *base, HostRange *r);
 	// The host range containing addr.
 	bool findHostRange(uint64_t addr, uint64_t *base, HostRange *r);
+	// The range of npurtMallocManaged's memory whose user part holds addr.
+	bool findManagedRange(uint64_t addr, HostRange *r);
 
 private:
 	npurtError_t discover();

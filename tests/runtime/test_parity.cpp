@@ -67,7 +67,8 @@ TEST_F(Parity, DeviceAttributesMatchTheProperties)
 	        {npurtDevAttrPciBusId, 0},
 	        {npurtDevAttrStreamPrioritiesSupported, 1},
 	        {npurtDevAttrHostRegisterSupported, 1},
-	        {npurtDevAttrManagedMemory, 0},
+	        {npurtDevAttrManagedMemory, 1},
+	        {npurtDevAttrConcurrentManagedAccess, 1},
 	        {npurtDevAttrMemoryPoolsSupported, 1},
 	};
 	for (const auto &a : attrs) {

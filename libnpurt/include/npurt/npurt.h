@@ -114,14 +114,15 @@ typedef struct npurtDeviceProp {
 	int kernelExecTimeoutEnabled; /* 1: a job timeout applies */
 	int streamPrioritiesSupported; /* 1 */
 	int ECCEnabled; /* 0 */
-	int managedMemory; /* 0: no managed memory */
+	int managedMemory; /* 1: npurtMallocManaged */
 	int isMultiGpuBoard; /* 0 */
 	int memoryPoolsSupported; /* 1: npurtMallocAsync and memory pools */
 	int hostRegisterSupported; /* 1 */
 	/* The driver's debugfs folder for this NPU (counters, fault injection),
 	 * "" when this process cannot see it (debugfs not mounted, not root). */
 	char debugfsPath[64];
-	unsigned char reserved[108]; /* zero; room to grow the ABI */
+	int concurrentManagedAccess; /* 1: host and NPU may use managed memory at once */
+	unsigned char reserved[104]; /* zero; room to grow the ABI */
 } npurtDeviceProp;
 
 #define npurtComputeModeDefault 0
@@ -148,6 +149,7 @@ typedef enum npurtDeviceAttr {
 	npurtDevAttrStreamPrioritiesSupported = 78,
 	npurtDevAttrManagedMemory = 83,
 	npurtDevAttrIsMultiGpuBoard = 84,
+	npurtDevAttrConcurrentManagedAccess = 89,
 	npurtDevAttrHostRegisterSupported = 99,
 	npurtDevAttrMemoryPoolsSupported = 115
 } npurtDeviceAttr;
@@ -252,7 +254,8 @@ typedef enum npurtMemcpyKind {
 typedef enum npurtMemoryType {
 	npurtMemoryTypeUnregistered = 0, /* ordinary host memory */
 	npurtMemoryTypeHost = 1, /* pinned (MallocHost) or registered */
-	npurtMemoryTypeDevice = 2 /* device memory (Malloc, IPC) */
+	npurtMemoryTypeDevice = 2, /* device memory (Malloc, IPC) */
+	npurtMemoryTypeManaged = 3 /* npurtMallocManaged */
 } npurtMemoryType;
 
 typedef struct npurtPointerAttributes {
@@ -904,6 +907,48 @@ NPURT_API npurtError_t npurtMemsetD16(void *devPtr, unsigned short value, size_t
 NPURT_API npurtError_t npurtMemsetD32(void *devPtr, unsigned int value, size_t count);
 
 /*
+ * Managed memory (cudaMallocManaged): one pointer for host code and NPU
+ * work. It is pinned host memory mapped for the current NPU at its host
+ * address, so nothing ever migrates: the NPU reads and writes it in place,
+ * coherently with the CPU (concurrentManagedAccess is 1; a race between
+ * host code and queued work is the caller's to avoid, as in CUDA).
+ * npurtMemPrefetchAsync, npurtMemAdvise and npurtStreamAttachMemAsync check
+ * their arguments as CUDA does and have nothing to move. Freed with
+ * npurtFree (safe free: kept until the work queued before the free has
+ * run); npurtFreeHost and npurtHostGetFlags refuse it. Other NPUs reach it
+ * through copies. flags: npurtMemAttachGlobal (the default) or
+ * npurtMemAttachHost. A size of 0 is npurtErrorInvalidValue, as in CUDA.
+ */
+#define npurtMemAttachGlobal 0x01
+#define npurtMemAttachHost 0x02
+#define npurtMemAttachSingle 0x04
+#define npurtCpuDeviceId ((int)-1) /* the host, as a prefetch or advice target */
+typedef enum npurtMemoryAdvise {
+	npurtMemAdviseSetReadMostly = 1,
+	npurtMemAdviseUnsetReadMostly = 2,
+	npurtMemAdviseSetPreferredLocation = 3,
+	npurtMemAdviseUnsetPreferredLocation = 4,
+	npurtMemAdviseSetAccessedBy = 5,
+	npurtMemAdviseUnsetAccessedBy = 6
+} npurtMemoryAdvise;
+NPURT_API npurtError_t npurtMallocManaged(void **devPtr, size_t size,
+                                          unsigned int flags NPURT_DEFAULT(npurtMemAttachGlobal));
+/* [devPtr, devPtr + count) lies in one managed allocation; dstDevice is an
+ * NPU's ordinal or npurtCpuDeviceId; the stream is checked. */
+NPURT_API npurtError_t npurtMemPrefetchAsync(const void *devPtr, size_t count, int dstDevice,
+                                             npurtStream_t stream NPURT_DEFAULT(nullptr));
+/* The range as for npurtMemPrefetchAsync; device: an ordinal or
+ * npurtCpuDeviceId where the advice names a location or an accessor
+ * (ignored by the ReadMostly advice, as in CUDA). */
+NPURT_API npurtError_t npurtMemAdvise(const void *devPtr, size_t count, npurtMemoryAdvise advice,
+                                      int device);
+/* devPtr: the start of a managed allocation; length 0 or its whole size;
+ * flags one of npurtMemAttachGlobal, Host, Single. */
+NPURT_API npurtError_t
+npurtStreamAttachMemAsync(npurtStream_t stream, void *devPtr, size_t length NPURT_DEFAULT(0),
+                          unsigned int flags NPURT_DEFAULT(npurtMemAttachSingle));
+
+/*
  * 2-D copies, as CUDA's: height rows of width bytes, row starts dpitch and
  * spitch bytes apart (width must not exceed either pitch). Device memory
  * and pinned or registered host memory of the stream's context are copied
@@ -1313,6 +1358,12 @@ static inline npurtError_t npurtHostAlloc(T **ptr, size_t size, unsigned int fla
 	return npurtHostAlloc(reinterpret_cast<void **>(ptr), size, flags);
 }
 template <class T>
+static inline npurtError_t npurtMallocManaged(T **devPtr, size_t size,
+                                              unsigned int flags = npurtMemAttachGlobal)
+{
+	return npurtMallocManaged(reinterpret_cast<void **>(devPtr), size, flags);
+}
+template <class T>
 static inline npurtError_t npurtHostGetDevicePointer(T **devPtr, void *hostPtr, unsigned int flags)
 {
 	return npurtHostGetDevicePointer(reinterpret_cast<void **>(devPtr), hostPtr, flags);
@@ -1359,6 +1410,9 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 #define npurtStreamAddCallback(st, cb, u, f) \
 	npurtStreamAddCallback(npurtPerThreadStream_(st), cb, u, f)
 #define npurtLaunchOp(desc, st) npurtLaunchOp(desc, npurtPerThreadStream_(st))
+#define npurtMemPrefetchAsync(p, n, d, st) npurtMemPrefetchAsync(p, n, d, npurtPerThreadStream_(st))
+#define npurtStreamAttachMemAsync(st, ...) \
+	npurtStreamAttachMemAsync(npurtPerThreadStream_(st), __VA_ARGS__)
 #define npurtStreamBeginCapture(st, m) npurtStreamBeginCapture(npurtPerThreadStream_(st), m)
 #define npurtStreamEndCapture(st, g) npurtStreamEndCapture(npurtPerThreadStream_(st), g)
 #define npurtStreamIsCapturing(st, s) npurtStreamIsCapturing(npurtPerThreadStream_(st), s)

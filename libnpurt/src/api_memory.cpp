@@ -870,14 +870,6 @@ npurtError_t npurtIpcGetMemHandle(npurtIpcMemHandle_t *handle, void *devPtr)
 		size_t size = 0;
 		Context *owner =
 		        Runtime::instance().findDeviceMemory(addrOf(devPtr), c, &base, &size);
-		Runtime::HostRange r{};
-		if (!owner && isManaged(devPtr, &r)) {
-			if (r.userBase == addrOf(devPtr) && r.ctx->hostPool().deallocate(devPtr))
-				return npurtSuccess;
-			return setError(npurtErrorInvalidValue,
-			                "npurtFree: " + hexAddr(addrOf(devPtr)) +
-			                        " is inside managed memory, not its start");
-		}
 		if (!owner)
 			return setError(npurtErrorInvalidValue,
 			                std::string(api) + ": " + hexAddr(addrOf(devPtr)) +

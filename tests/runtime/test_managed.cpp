@@ -127,6 +127,9 @@ TEST_F(Managed, BadAllocationsAndFrees)
 	EXPECT_TRUE(contains(lastMessage(), "free it with npurtFree")) << lastMessage();
 	unsigned flags = 0;
 	EXPECT_EQ(npurtHostGetFlags(&flags, m), npurtErrorInvalidValue);
+	npurtIpcMemHandle_t ih{};
+	EXPECT_EQ(npurtIpcGetMemHandle(&ih, m), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "not live memory from npurtMalloc")) << lastMessage();
 	// The refused calls lost nothing: the memory still works and frees once.
 	std::memset(m, 7, 10000);
 	EXPECT_EQ(m[9999], 7);

@@ -15,18 +15,24 @@ def mlp():
                                torch.nn.Linear(32, 4))
 
 
+def sgd_steps(model, device, data, loss_fn, lr):
+    """One SGD step per (x, y) of data on device: the losses."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    losses = []
+    for x, y in data:
+        opt.zero_grad()
+        loss = loss_fn(model(x.to(device)), y.to(device))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def train(model, device, steps=5):
     torch.manual_seed(1)
     data = [(torch.randn(8, 16), torch.randn(8, 4)) for _ in range(steps)]
     model = model.to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    losses = []
-    for x, y in data:
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x.to(device)), y.to(device))
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = sgd_steps(model, device, data, torch.nn.functional.mse_loss, 0.05)
     return losses, [p.detach().cpu() for p in model.parameters()]
 
 
@@ -75,14 +81,7 @@ def train_cnn(model, device, steps=4):
     torch.manual_seed(1)
     data = [(torch.randn(4, 2, 8, 8), torch.randint(0, 3, (4,))) for _ in range(steps)]
     model = model.to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    losses = []
-    for x, y in data:
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = sgd_steps(model, device, data, torch.nn.functional.cross_entropy, 0.1)
     model.eval()
     with torch.no_grad():
         evaluated = model(data[0][0].to(device)).cpu()

@@ -461,7 +461,8 @@ npurtError_t npurtFreeHost(void *ptr)
 		if (isManaged(ptr, &r))
 			return setError(npurtErrorInvalidValue,
 			                "npurtFreeHost: " + hexAddr(addrOf(ptr)) +
-			                        " is managed memory: free it with npurtFree");
+			                        " is managed memory (npurtMallocManaged), which "
+			                        "npurtFree frees");
 		if (!rt.findHostRange(addrOf(ptr), &base, &r) || !r.pinned ||
 		    r.userBase != addrOf(ptr) || !r.ctx->hostPool().deallocate(ptr))
 			return setError(

@@ -124,7 +124,7 @@ TEST_F(Managed, BadAllocationsAndFrees)
 	EXPECT_EQ(npurtFree(m + 8), npurtErrorInvalidValue);
 	EXPECT_TRUE(contains(lastMessage(), "inside managed memory")) << lastMessage();
 	EXPECT_EQ(npurtFreeHost(m), npurtErrorInvalidValue);
-	EXPECT_TRUE(contains(lastMessage(), "free it with npurtFree")) << lastMessage();
+	EXPECT_TRUE(contains(lastMessage(), "which npurtFree frees")) << lastMessage();
 	unsigned flags = 0;
 	EXPECT_EQ(npurtHostGetFlags(&flags, m), npurtErrorInvalidValue);
 	npurtIpcMemHandle_t ih{};

@@ -8,17 +8,13 @@
 #include "runtime.h"
 #include "stream.h"
 
+using npurt::addrOf;
 using npurt::hexAddr;
 using npurt::nullArgument;
 using npurt::Runtime;
 using npurt::setError;
 
 namespace {
-
-uint64_t addrOf(const void *p)
-{
-	return reinterpret_cast<uint64_t>(p);
-}
 
 // [p, p + count) inside one managed allocation; its range in *r.
 npurtError_t checkManagedRange(const char *api, const void *p, size_t count, Runtime::HostRange *r)

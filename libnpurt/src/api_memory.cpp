@@ -20,6 +20,7 @@
 #include "stream.h"
 #include "vmm.h"
 
+using npurt::addrOf;
 using npurt::Context;
 using npurt::hexAddr;
 using npurt::nullArgument;
@@ -29,11 +30,6 @@ using npurt::setError;
 namespace {
 
 constexpr uint64_t kPage = 4096;
-
-uint64_t addrOf(const void *p)
-{
-	return reinterpret_cast<uint64_t>(p);
-}
 
 npurtError_t current(Context **ctx, const char *api)
 {
@@ -458,13 +454,13 @@ npurtError_t npurtFreeHost(void *ptr)
 			return err;
 		uint64_t base = 0;
 		Runtime::HostRange r{};
-		if (isManaged(ptr, &r))
+		const bool found = rt.findHostRange(addrOf(ptr), &base, &r) && r.pinned;
+		if (found && (r.flags & Runtime::kHostManaged))
 			return setError(npurtErrorInvalidValue,
 			                "npurtFreeHost: " + hexAddr(addrOf(ptr)) +
 			                        " is managed memory (npurtMallocManaged), which "
 			                        "npurtFree frees");
-		if (!rt.findHostRange(addrOf(ptr), &base, &r) || !r.pinned ||
-		    r.userBase != addrOf(ptr) || !r.ctx->hostPool().deallocate(ptr))
+		if (!found || r.userBase != addrOf(ptr) || !r.ctx->hostPool().deallocate(ptr))
 			return setError(
 			        npurtErrorInvalidValue,
 			        "npurtFreeHost: " + hexAddr(addrOf(ptr)) +

@@ -11,6 +11,7 @@
 #include "runtime.h"
 #include "stream.h"
 
+using npurt::addrOf;
 using npurt::Context;
 using npurt::hexAddr;
 using npurt::MemPool;
@@ -20,11 +21,6 @@ using npurt::setError;
 using npurt::Stream;
 
 namespace {
-
-uint64_t addrOf(const void *p)
-{
-	return reinterpret_cast<uint64_t>(p);
-}
 
 npurtError_t mallocOn(const char *api, void **ptr, size_t size, MemPool *pool, Stream &s,
                       void *returnAddress)

@@ -17,6 +17,7 @@
 #include "runtime.h"
 #include "stream.h"
 
+using npurt::addrOf;
 using npurt::Context;
 using npurt::Event;
 using npurt::Runtime;
@@ -32,11 +33,6 @@ constexpr int kGreatestPriority = -1;
 npurtError_t nullArgument(const char *api, const char *arg)
 {
 	return setError(npurtErrorInvalidValue, std::string(api) + ": " + arg + " is NULL");
-}
-
-uint64_t addrOf(const void *p)
-{
-	return reinterpret_cast<uint64_t>(p);
 }
 
 std::string hex(uint64_t v)

@@ -19,11 +19,6 @@ namespace npurt {
 
 namespace {
 
-uint64_t addrOf(const void *p)
-{
-	return reinterpret_cast<uint64_t>(p);
-}
-
 npurtError_t checkBounds(const char *api, const char *what, const void *p, size_t count,
                          const DeviceSide &d)
 {

@@ -30,4 +30,10 @@ npurtError_t nullArgument(const char *api, const char *arg);
 // "0x1f000", for addresses in messages.
 std::string hexAddr(uint64_t addr);
 
+// A pointer as the address the device and the registries use.
+inline uint64_t addrOf(const void *p)
+{
+	return reinterpret_cast<uint64_t>(p);
+}
+
 }  // namespace npurt

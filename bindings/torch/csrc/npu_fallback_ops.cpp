@@ -38,16 +38,12 @@ constexpr const char *kLstmCellBackward = "aten::_thnn_fused_lstm_cell_backward_
 constexpr const char *kGruCell = "aten::_thnn_fused_gru_cell";
 constexpr const char *kGruCellBackward = "aten::_thnn_fused_gru_cell_backward";
 
-// Every operand on the NPU of @input (a CPU operand would be read as if
-// it were device memory; torch's own message for the mix).
-void checkOperands(const char *op, const at::Tensor &input,
-                   std::initializer_list<const at::Tensor *> others)
+// Every defined operand on the device of @input.
+void checkOperands(const at::Tensor &input, std::initializer_list<const at::Tensor *> others)
 {
 	for (const at::Tensor *t : others)
-		TORCH_CHECK(!t->defined() || t->device() == input.device(),
-		            "Expected all tensors to be on the same device, but found at least "
-		            "two devices, ",
-		            input.device(), " and ", t->device(), "! (in ", op, ")");
+		if (t->defined())
+			checkSameDevice(input, *t);
 }
 
 at::Tensor back(const at::Tensor &t, at::Device device)
@@ -73,7 +69,7 @@ at::Tensor convolution(const at::Tensor &input, const at::Tensor &weight,
                        at::IntArrayRef outputPadding, int64_t groups)
 {
 	at::Tensor b = orUndefined(bias);
-	checkOperands(kForward, input, {&weight, &b});
+	checkOperands(input, {&weight, &b});
 	countFallback(kForward);
 	OpScope scope("aten::convolution_overrideable (CPU fallback)");
 	at::Tensor out = at::convolution(input.cpu(), weight.cpu(), cpuCopy(b), stride, padding,
@@ -87,7 +83,7 @@ convolutionBackward(const at::Tensor &gradOut, const at::Tensor &input, const at
                     bool transposed, at::IntArrayRef outputPadding, int64_t groups,
                     std::array<bool, 3> mask)
 {
-	checkOperands(kBackward, input, {&gradOut, &weight});
+	checkOperands(input, {&gradOut, &weight});
 	countFallback(kBackward);
 	OpScope scope("aten::convolution_backward_overrideable (CPU fallback)");
 	// The bias has one element per output channel.
@@ -108,7 +104,7 @@ batchNorm(const at::Tensor &input, const c10::optional<at::Tensor> &weight,
 {
 	at::Tensor w = orUndefined(weight), b = orUndefined(bias);
 	at::Tensor mean = orUndefined(runningMean), var = orUndefined(runningVar);
-	checkOperands(kBatchNorm, input, {&w, &b, &mean, &var});
+	checkOperands(input, {&w, &b, &mean, &var});
 	countFallback(kBatchNorm);
 	OpScope scope("aten::native_batch_norm (CPU fallback)");
 	c10::optional<at::Tensor> cpuMean = cpuCopy(mean), cpuVar = cpuCopy(var);
@@ -147,7 +143,7 @@ lstmCell(const at::Tensor &inputGates, const at::Tensor &hiddenGates, const at::
          const c10::optional<at::Tensor> &inputBias, const c10::optional<at::Tensor> &hiddenBias)
 {
 	at::Tensor ib = orUndefined(inputBias), hb = orUndefined(hiddenBias);
-	checkOperands(kLstmCell, inputGates, {&hiddenGates, &cx, &ib, &hb});
+	checkOperands(inputGates, {&hiddenGates, &cx, &ib, &hb});
 	countFallback(kLstmCell);
 	OpScope scope("aten::_thnn_fused_lstm_cell (CPU fallback)");
 	std::vector<at::Tensor> gates = cpuWithBias(inputGates, inputBias)
@@ -169,7 +165,7 @@ lstmCellBackward(const c10::optional<at::Tensor> &gradHy, const c10::optional<at
 	at::Tensor ghy = orUndefined(gradHy), gcy = orUndefined(gradCy);
 	if (!ghy.defined() && !gcy.defined())
 		return {};
-	checkOperands(kLstmCellBackward, workspace, {&ghy, &gcy, &cx, &cy});
+	checkOperands(workspace, {&ghy, &gcy, &cx, &cy});
 	countFallback(kLstmCellBackward);
 	OpScope scope("aten::_thnn_fused_lstm_cell_backward_impl (CPU fallback)");
 	std::vector<at::Tensor> w = workspace.cpu().chunk(4, 1);
@@ -197,7 +193,7 @@ std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor &inputGates,
                                            const c10::optional<at::Tensor> &hiddenBias)
 {
 	at::Tensor ib = orUndefined(inputBias), hb = orUndefined(hiddenBias);
-	checkOperands(kGruCell, inputGates, {&hiddenGates, &hx, &ib, &hb});
+	checkOperands(inputGates, {&hiddenGates, &hx, &ib, &hb});
 	countFallback(kGruCell);
 	OpScope scope("aten::_thnn_fused_gru_cell (CPU fallback)");
 	std::vector<at::Tensor> ig = cpuWithBias(inputGates, inputBias).chunk(3, 1);
@@ -213,7 +209,7 @@ std::tuple<at::Tensor, at::Tensor> gruCell(const at::Tensor &inputGates,
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
 gruCellBackward(const at::Tensor &gradHy, const at::Tensor &workspace, bool hasBias)
 {
-	checkOperands(kGruCellBackward, workspace, {&gradHy});
+	checkOperands(workspace, {&gradHy});
 	countFallback(kGruCellBackward);
 	OpScope scope("aten::_thnn_fused_gru_cell_backward (CPU fallback)");
 	std::vector<at::Tensor> w = workspace.cpu().chunk(5, 1);

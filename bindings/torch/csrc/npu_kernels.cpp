@@ -127,15 +127,6 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 
 // ----------------------------------------------------------------- helpers
 
-void checkSameDevice(const at::Tensor &a, const at::Tensor &b)
-{
-	bool cpuScalar = (a.is_cpu() && a.dim() == 0) || (b.is_cpu() && b.dim() == 0);
-	TORCH_CHECK(a.device() == b.device() || cpuScalar,
-	            "Expected all tensors to be on the same device, but found at least two "
-	            "devices, ",
-	            a.device(), " and ", b.device(), "!");
-}
-
 bool isHalfType(at::ScalarType t)
 {
 	return t == at::kHalf || t == at::kBFloat16;

@@ -33,6 +33,17 @@ at::Tensor emptyNpu(at::IntArrayRef sizes, at::ScalarType dtype, int device);
 // The libnpurt element type of a torch dtype, if the op set has it.
 bool toNpurtType(at::ScalarType t, npurtDataType *out);
 
+// Torch's error for operands on two devices; a CPU scalar (0-dim) may go
+// with any device, as in torch's own kernels.
+inline void checkSameDevice(const at::Tensor &a, const at::Tensor &b)
+{
+	bool cpuScalar = (a.is_cpu() && a.dim() == 0) || (b.is_cpu() && b.dim() == 0);
+	TORCH_CHECK(a.device() == b.device() || cpuScalar,
+	            "Expected all tensors to be on the same device, but found at least two "
+	            "devices, ",
+	            a.device(), " and ", b.device(), "!");
+}
+
 // dst := src for two NPU tensors of equal shape and dtype, any strides
 // (src may broadcast, with zero strides). Device-side where libnpurt can
 // do it; otherwise through the host, counted in the fallback report

@@ -5,12 +5,12 @@
 //
 // Devices come from libnpurt (their nodes and properties); the counters
 // from the driver's own queries on each node (DRM_NPU_QUERY_MEMORY,
-// _ENGINE_STATS, _DEVICE_STATS: no root needed); processes from the DRM
-// usage statistics in /proc/PID/fdinfo (other users' only for root).
+// _ENGINE_STATS, _DEVICE_STATS: no root needed); processes from
+// libnpurt's npurtDeviceGetProcesses, which reads the DRM usage statistics
+// in /proc/PID/fdinfo (other users' only for root).
 // Utilisation is engine busy time over an interval: the refresh interval,
 // or 200 ms for one report.
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -22,27 +22,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <map>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "npu_drm.h"
 #include "npurt/npurt.h"
+#include "npurt/npurt.hpp"
 
 namespace {
 
 // How long after an engine reset the device reads "reset" instead of OK.
 constexpr uint64_t kRecentResetNs = 60ull * 1000000000;
-
-struct Process {
-	long pid = 0;
-	std::string name;
-	uint64_t deviceBytes = 0, hostBytes = 0, queues = 0, contexts = 0;
-	uint64_t busyNs[2] = {};
-};
 
 // One read of a device's counters.
 struct Sample {
@@ -58,7 +49,7 @@ struct Npu {
 	int fd = -1;
 	Sample prev, cur;
 	bool havePrev = false;
-	std::vector<Process> processes;
+	std::vector<npurtProcessInfo> processes;
 };
 
 struct Options {
@@ -163,70 +154,23 @@ std::string health(const Npu &n)
 	return "OK";
 }
 
-// Processes using each device, from /proc/*/fdinfo: one entry per process
-// and device, each DRM file (client id) counted once however many
-// descriptors share it.
-void readProcesses(std::vector<Npu> &npus)
+// Processes using each device (libnpurt reads the driver's fdinfo), this
+// one left out: its own opens of the nodes are not a user's.
+int readProcesses(std::vector<Npu> &npus)
 {
-	std::map<std::pair<int, long>, Process> by;  // (device index, pid)
-	std::set<std::pair<long, long>> seen;  // (pid, client id)
 	const long self = getpid();
-	DIR *proc = opendir("/proc");
-	if (!proc)
-		return;
-	while (dirent *pe = readdir(proc)) {
-		char *end = nullptr;
-		long pid = std::strtol(pe->d_name, &end, 10);
-		if (*end || pid <= 0 || pid == self)
-			continue;
-		std::string dir = std::string("/proc/") + pe->d_name + "/fdinfo";
-		DIR *fds = opendir(dir.c_str());
-		if (!fds)
-			continue;  // another user's process, or gone
-		while (dirent *fe = readdir(fds)) {
-			if (fe->d_name[0] == '.')
-				continue;
-			std::ifstream f(dir + "/" + fe->d_name);
-			std::map<std::string, uint64_t> kv;
-			bool ours = false;
-			std::string line;
-			while (std::getline(f, line)) {
-				size_t colon = line.find(':');
-				if (colon == std::string::npos)
-					continue;
-				std::string key = line.substr(0, colon);
-				const char *val = line.c_str() + colon + 1;
-				while (*val == '\t' || *val == ' ')
-					val++;
-				if (key == "drm-driver")
-					ours = !std::strcmp(val, "npu");
-				else
-					kv[key] = std::strtoull(val, nullptr, 10);
-			}
-			if (!ours || !kv.count("npu-device") ||
-			    !seen.insert({pid, kv["drm-client-id"]}).second)
-				continue;
-			Process &p = by[{static_cast<int>(kv["npu-device"]), pid}];
-			p.pid = pid;
-			p.deviceBytes += kv["drm-total-device"] << 10;
-			p.hostBytes += kv["drm-total-host"] << 10;
-			p.queues += kv["npu-queues"];
-			p.busyNs[0] += kv["drm-engine-copy"];
-			p.busyNs[1] += kv["drm-engine-compute"];
-			p.contexts++;
+	for (auto &n : npus) {
+		try {
+			n.processes = npurt::processes(n.ordinal);
+		} catch (const npurt::Error &e) {
+			std::fprintf(stderr, "npu-smi: processes of NPU %d: %s\n", n.ordinal,
+			             e.what());
+			return 1;
 		}
-		closedir(fds);
+		std::erase_if(n.processes,
+		              [self](const npurtProcessInfo &p) { return p.pid == self; });
 	}
-	closedir(proc);
-	for (auto &n : npus)
-		n.processes.clear();
-	for (auto &[key, p] : by) {
-		std::ifstream comm("/proc/" + std::to_string(p.pid) + "/comm");
-		std::getline(comm, p.name);
-		for (auto &n : npus)
-			if (n.prop.deviceIndex == key.first)
-				n.processes.push_back(p);
-	}
+	return 0;
 }
 
 void printTable(const std::vector<Npu> &npus, int driverVersion)
@@ -252,9 +196,8 @@ void printTable(const std::vector<Npu> &npus, int driverVersion)
 	bool any = false;
 	for (const auto &n : npus)
 		for (const auto &p : n.processes) {
-			std::printf("%-4d %8ld %-16s %14s %14s %7llu\n", n.ordinal, p.pid,
-			            p.name.c_str(), mib(p.deviceBytes).c_str(),
-			            mib(p.hostBytes).c_str(),
+			std::printf("%-4d %8d %-16s %14s %14s %7llu\n", n.ordinal, p.pid, p.name,
+			            mib(p.deviceBytes).c_str(), mib(p.hostBytes).c_str(),
 			            static_cast<unsigned long long>(p.queues));
 			any = true;
 		}
@@ -305,9 +248,9 @@ void printFull(const std::vector<Npu> &npus, int driverVersion)
 		}
 		for (const auto &pr : n.processes)
 			std::printf(
-			        "    Process %-8ld %-16s: %s device, %s pinned host, %llu queues, "
+			        "    Process %-8d %-16s: %s device, %s pinned host, %llu queues, "
 			        "%llu contexts\n",
-			        pr.pid, pr.name.c_str(), mib(pr.deviceBytes).c_str(),
+			        pr.pid, pr.name, mib(pr.deviceBytes).c_str(),
 			        mib(pr.hostBytes).c_str(),
 			        static_cast<unsigned long long>(pr.queues),
 			        static_cast<unsigned long long>(pr.contexts));
@@ -359,7 +302,7 @@ void printJson(const std::vector<Npu> &npus, int driverVersion)
 		std::printf("], \"processes\": [");
 		const char *psep = "";
 		for (const auto &pr : n.processes) {
-			std::printf("%s{\"pid\": %ld, \"name\": \"%s\", \"device_memory\": %llu, "
+			std::printf("%s{\"pid\": %d, \"name\": \"%s\", \"device_memory\": %llu, "
 			            "\"pinned_host\": %llu, \"queues\": %llu, \"contexts\": %llu, "
 			            "\"copy_busy_ns\": %llu, \"compute_busy_ns\": %llu}",
 			            psep, pr.pid, jsonEscape(pr.name).c_str(),
@@ -367,8 +310,8 @@ void printJson(const std::vector<Npu> &npus, int driverVersion)
 			            static_cast<unsigned long long>(pr.hostBytes),
 			            static_cast<unsigned long long>(pr.queues),
 			            static_cast<unsigned long long>(pr.contexts),
-			            static_cast<unsigned long long>(pr.busyNs[0]),
-			            static_cast<unsigned long long>(pr.busyNs[1]));
+			            static_cast<unsigned long long>(pr.copyBusyNs),
+			            static_cast<unsigned long long>(pr.computeBusyNs));
 			psep = ", ";
 		}
 		std::printf("]}");
@@ -557,7 +500,8 @@ int main(int argc, char **argv)
 			break;
 		if (int rc = sampleAll(npus))
 			return rc;
-		readProcesses(npus);
+		if (int rc = readProcesses(npus))
+			return rc;
 		if (o.dmon)
 			printDmon(npus);
 		else if (o.json)

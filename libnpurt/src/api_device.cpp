@@ -1,5 +1,9 @@
 // C API: versions and devices.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <string>
+#include <utility>
 
 #include "error.h"
 #include "runtime.h"
@@ -9,6 +13,38 @@ using npurt::Runtime;
 using npurt::nullArgument;
 
 static_assert(sizeof(npurtDeviceProp) == 448, "npurtDeviceProp is ABI: grow it into reserved");
+
+namespace {
+
+struct BusId {
+	unsigned domain = 0, bus = 0, device = 0, function = 0;
+};
+
+// "DDDD:BB:DD.F" or "BB:DD.F", hex digits only (sscanf alone would take
+// signs, spaces and trailing text).
+bool parseBusId(const char *text, BusId *out)
+{
+	size_t len = strnlen(text, 32);
+	if (len == 0 || len > 16 || std::strspn(text, "0123456789abcdefABCDEF:.") != len)
+		return false;
+	BusId id;
+	int used = 0;
+	if (std::sscanf(text, "%x:%x:%x.%x%n", &id.domain, &id.bus, &id.device, &id.function,
+	                &used) == 4 &&
+	    static_cast<size_t>(used) == len) {
+		*out = id;
+		return true;
+	}
+	id = BusId{};
+	if (std::sscanf(text, "%x:%x.%x%n", &id.bus, &id.device, &id.function, &used) == 3 &&
+	    static_cast<size_t>(used) == len) {
+		*out = id;
+		return true;
+	}
+	return false;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -365,6 +401,106 @@ npurtError_t npurtGetDeviceFlags(unsigned int *flags)
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException("npurtGetDeviceFlags");
+	}
+}
+
+npurtError_t npurtDeviceGetPCIBusId(char *pciBusId, int len, int device)
+{
+	try {
+		const char *api = "npurtDeviceGetPCIBusId";
+		if (!pciBusId)
+			return nullArgument(api, "pciBusId");
+		if (len <= 0)
+			return npurt::setError(npurtErrorInvalidValue,
+			                       std::string(api) + ": len " + std::to_string(len) +
+			                               " leaves no room for the id");
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		if (npurtError_t err = rt.checkOrdinal(device, api))
+			return err;
+		const npurtDeviceProp &p = rt.device(device).prop();
+		char id[32];
+		int n = std::snprintf(id, sizeof(id), "%04x:%02x:%02x.0", p.pciDomainID, p.pciBusID,
+		                      p.pciDeviceID);
+		std::snprintf(pciBusId, static_cast<size_t>(len), "%s", id);
+		if (n >= len)
+			return npurt::setError(npurtErrorInvalidValue,
+			                       std::string(api) + ": the id takes " +
+			                               std::to_string(n + 1) + " bytes, len is " +
+			                               std::to_string(len));
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtDeviceGetPCIBusId");
+	}
+}
+
+npurtError_t npurtDeviceGetByPCIBusId(int *device, const char *pciBusId)
+{
+	try {
+		const char *api = "npurtDeviceGetByPCIBusId";
+		if (!device)
+			return nullArgument(api, "device");
+		if (!pciBusId)
+			return nullArgument(api, "pciBusId");
+		BusId want;
+		if (!parseBusId(pciBusId, &want))
+			return npurt::setError(
+			        npurtErrorInvalidValue,
+			        std::string(api) + ": '" +
+			                std::string(pciBusId, strnlen(pciBusId, 32)) +
+			                "' is not a bus id of the form DDDD:BB:DD.F");
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		for (int i = 0; i < rt.deviceCount(); i++) {
+			const npurtDeviceProp &p = rt.device(i).prop();
+			if (want.function == 0 &&
+			    want.domain == static_cast<unsigned>(p.pciDomainID) &&
+			    want.bus == static_cast<unsigned>(p.pciBusID) &&
+			    want.device == static_cast<unsigned>(p.pciDeviceID)) {
+				*device = i;
+				return npurtSuccess;
+			}
+		}
+		return npurt::setError(npurtErrorInvalidDevice,
+		                       std::string(api) + ": no NPU has bus id " + pciBusId);
+	} catch (...) {
+		return npurt::errorFromException("npurtDeviceGetByPCIBusId");
+	}
+}
+
+npurtError_t npurtChooseDevice(int *device, const npurtDeviceProp *prop)
+{
+	try {
+		const char *api = "npurtChooseDevice";
+		if (!device)
+			return nullArgument(api, "device");
+		if (!prop)
+			return nullArgument(api, "prop");
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		size_t nameLen = strnlen(prop->name, sizeof(prop->name));
+		int best = 0, bestMet = -1;
+		for (int i = 0; i < rt.deviceCount(); i++) {
+			const npurtDeviceProp &p = rt.device(i).prop();
+			int met = 0;
+			met += !nameLen || !std::strncmp(p.name, prop->name, nameLen);
+			met += std::make_pair(p.major, p.minor) >=
+			       std::make_pair(prop->major, prop->minor);
+			met += p.totalGlobalMem >= prop->totalGlobalMem;
+			met += p.multiProcessorCount >= prop->multiProcessorCount;
+			met += p.asyncEngineCount >= prop->asyncEngineCount;
+			if (met > bestMet) {
+				best = i;
+				bestMet = met;
+			}
+		}
+		*device = best;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtChooseDevice");
 	}
 }
 

@@ -61,6 +61,27 @@ npurtError_t copy2D(const char *api, void *dst, size_t dpitch, const void *src, 
 	return npurt::planCopyStrided(api, dst, src, v, kind, stream, sync, ra);
 }
 
+// npurtMalloc and npurtMallocPitch: size bytes from the current context's
+// pool, charged to the call site at ra.
+npurtError_t allocate(const char *api, void **devPtr, size_t size, void *ra)
+{
+	if (npurtError_t err = npurt::captureForbids(api))
+		return err;
+	Context *c = nullptr;
+	if (npurtError_t err = current(&c, api))
+		return err;
+	uint64_t addr = 0;
+	npurt::CallSite cs = npurt::peekCallSite(ra);
+	npurtError_t err = c->pool().allocate(
+	        size, 0, &addr, {cs.text ? cs.text->c_str() : nullptr, cs.returnAddress});
+	if (err == npurtErrorMemoryAllocation)
+		npurt::notifyOutOfMemory(c->ordinal(), size);
+	if (err)
+		return err;
+	*devPtr = reinterpret_cast<void *>(addr);
+	return npurtSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -159,23 +180,40 @@ npurtError_t npurtMalloc(void **devPtr, size_t size)
 	try {
 		if (!devPtr)
 			return nullArgument("npurtMalloc", "devPtr");
-		if (npurtError_t err = npurt::captureForbids("npurtMalloc"))
-			return err;
-		Context *c = nullptr;
-		if (npurtError_t err = current(&c, "npurtMalloc"))
-			return err;
-		uint64_t addr = 0;
-		npurt::CallSite cs = npurt::peekCallSite(__builtin_return_address(0));
-		npurtError_t err = c->pool().allocate(
-		        size, 0, &addr, {cs.text ? cs.text->c_str() : nullptr, cs.returnAddress});
-		if (err == npurtErrorMemoryAllocation)
-			npurt::notifyOutOfMemory(c->ordinal(), size);
-		if (err)
-			return err;
-		*devPtr = reinterpret_cast<void *>(addr);
-		return npurtSuccess;
+		return allocate("npurtMalloc", devPtr, size, __builtin_return_address(0));
 	} catch (...) {
 		return npurt::errorFromException("npurtMalloc");
+	}
+}
+
+npurtError_t npurtMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	try {
+		const char *api = "npurtMallocPitch";
+		if (!devPtr)
+			return nullArgument(api, "devPtr");
+		if (!pitch)
+			return nullArgument(api, "pitch");
+		if (!width || !height) {
+			*devPtr = nullptr;
+			*pitch = 0;
+			return npurtSuccess;
+		}
+		size_t p = 0, bytes = 0;
+		if (__builtin_add_overflow(width, size_t{NPURT_PITCH_ALIGNMENT - 1}, &p) ||
+		    __builtin_mul_overflow(p / NPURT_PITCH_ALIGNMENT * NPURT_PITCH_ALIGNMENT,
+		                           height, &bytes))
+			return npurt::setError(npurtErrorMemoryAllocation,
+			                       std::string(api) + ": " + std::to_string(height) +
+			                               " rows of " + std::to_string(width) +
+			                               " bytes overflow a size");
+		p = p / NPURT_PITCH_ALIGNMENT * NPURT_PITCH_ALIGNMENT;
+		if (npurtError_t err = allocate(api, devPtr, bytes, __builtin_return_address(0)))
+			return err;
+		*pitch = p;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMallocPitch");
 	}
 }
 
@@ -840,6 +878,43 @@ npurtError_t npurtMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int
 		                stream, false, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemcpyPeerAsync");
+	}
+}
+
+npurtError_t npurtMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width, size_t height,
+                                npurtStream_t stream)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return npurt::planFill2D("npurtMemset2DAsync", devPtr, pitch,
+		                         static_cast<unsigned char>(value), width, height, stream,
+		                         false, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemset2DAsync");
+	}
+}
+
+npurtError_t npurtMemset2D(void *devPtr, size_t pitch, int value, size_t width, size_t height)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return npurt::planFill2D("npurtMemset2D", devPtr, pitch,
+		                         static_cast<unsigned char>(value), width, height, nullptr,
+		                         true, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemset2D");
+	}
+}
+
+npurtError_t npurtMemset2D_ptds(void *devPtr, size_t pitch, int value, size_t width, size_t height)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return npurt::planFill2D("npurtMemset2D", devPtr, pitch,
+		                         static_cast<unsigned char>(value), width, height,
+		                         npurtStreamPerThread, true, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemset2D");
 	}
 }
 

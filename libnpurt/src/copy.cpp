@@ -735,6 +735,60 @@ npurtError_t planFill(const char *api, void *devPtr, uint32_t value, unsigned wi
 	return fill(api, devPtr, value, width, count, stream, sync, takeCallSite(ra));
 }
 
+npurtError_t planFill2D(const char *api, void *devPtr, size_t pitch, unsigned char value,
+                        size_t width, size_t height, npurtStream_t stream, bool sync, void *ra)
+{
+	if (!width || !height)
+		return npurtSuccess;
+	if (!devPtr)
+		return nullArgument(api, "devPtr");
+	if (pitch < width)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": pitch " + std::to_string(pitch) +
+		                        " is less than width " + std::to_string(width));
+	uint64_t extent = 0;
+	if (__builtin_mul_overflow(uint64_t{height - 1}, uint64_t{pitch}, &extent) ||
+	    __builtin_add_overflow(extent, uint64_t{width}, &extent))
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": " + std::to_string(height) +
+		                        " rows of pitch " + std::to_string(pitch) +
+		                        " overflow a size");
+	if (sync)
+		if (npurtError_t err = captureForbids(api))
+			return err;
+	CallSite site = takeCallSite(ra);
+	if (height == 1 || pitch == width)
+		return fill(api, devPtr, value, 1, extent, stream, sync, site);
+	// The whole extent is checked before the first row is filled, so a
+	// bad height leaves the memory untouched.
+	Stream *s = nullptr;
+	if (npurtError_t err = resolveStream(stream, &s, api))
+		return err;
+	Operand d;
+	if (npurtError_t err = classify(api, "devPtr", devPtr, s, &d))
+		return err;
+	if (d.side != Side::Device)
+		return setError(npurtErrorInvalidValue, std::string(api) + ": " +
+		                                                hexAddr(addrOf(devPtr)) +
+		                                                " is not device memory");
+	if (npurtError_t err = checkBounds(api, "devPtr", devPtr, extent, d.dev))
+		return err;
+	if (npurtError_t err = fill(api, devPtr, value, 1, width, stream, false, site))
+		return err;
+	// The other rows are copies of the first: a source stride of 0.
+	const size_t sizes[2] = {height - 1, width};
+	const size_t dstStrides[2] = {pitch, 1};
+	const size_t srcStrides[2] = {0, 1};
+	StridedView v;
+	v.ndim = 2;
+	v.elemSize = 1;
+	v.sizes = sizes;
+	v.dstStrides = dstStrides;
+	v.srcStrides = srcStrides;
+	return copyStrided(api, static_cast<char *>(devPtr) + pitch, devPtr, v,
+	                   npurtMemcpyDeviceToDevice, stream, sync, site);
+}
+
 npurtError_t planCopyStrided(const char *api, void *dst, const void *src, const StridedView &v,
                              npurtMemcpyKind kind, npurtStream_t stream, bool sync, void *ra)
 {

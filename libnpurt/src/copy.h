@@ -50,6 +50,10 @@ npurtError_t planCopy(const char *api, void *dst, const void *src, size_t count,
 npurtError_t planFill(const char *api, void *devPtr, uint32_t value, unsigned width, size_t count,
                       npurtStream_t stream, bool sync, void *ra);
 
+// npurtMemset2D(Async): width bytes of height rows, pitch bytes apart.
+npurtError_t planFill2D(const char *api, void *devPtr, size_t pitch, unsigned char value,
+                        size_t width, size_t height, npurtStream_t stream, bool sync, void *ra);
+
 // A view of ndim dimensions (sizes in elements, strides in bytes,
 // outermost first) copied element by element in row-major order.
 struct StridedView {

@@ -151,6 +151,8 @@ public:
 		}
 		return d;
 	}
+	std::vector<ClientUsage> clients() override { return scanClients(); }
+	std::string processName(long pid) override { return commandName(pid); }
 };
 
 }  // namespace

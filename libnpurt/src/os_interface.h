@@ -41,12 +41,35 @@ struct Discovery {
 	int firstError = 0;
 };
 
+// One open file of an NPU node in some process, as the driver's DRM usage
+// statistics (/proc/PID/fdinfo/FD) describe it.
+struct ClientUsage {
+	long pid = 0;
+	uint64_t clientId = 0;  // the DRM file's id: one per file, not per fd
+	uint32_t deviceIndex = 0;  // the driver's index of the NPU
+	uint32_t queues = 0;
+	uint64_t deviceBytes = 0, hostBytes = 0;
+	uint64_t computeBusyNs = 0, copyBusyNs = 0;
+};
+
+// Parses one fdinfo text; false if it is not a file of the npu driver.
+bool parseFdinfo(const std::string &text, ClientUsage *out);
+
 class Interface {
 public:
 	virtual ~Interface() = default;
 	// Opens every render node whose kernel driver is "npu".
 	virtual Discovery openDevices() = 0;
+	// Every open file of the npu driver in the processes this one may
+	// inspect, each file once however many descriptors share it.
+	virtual std::vector<ClientUsage> clients() { return {}; }
+	// A process's command name; "" if it is gone or hidden.
+	virtual std::string processName(long /*pid*/) { return ""; }
 };
+
+// /proc's view, for the real interface (os_fdinfo.cpp).
+std::vector<ClientUsage> scanClients();
+std::string commandName(long pid);
 
 // The real thing: libdrm and ioctl(2).
 std::unique_ptr<Interface> makeDrmInterface();

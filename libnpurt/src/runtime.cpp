@@ -197,8 +197,14 @@ npurtError_t Runtime::discover()
 		devices = std::move(kept);
 	}
 
-	for (auto &f : devices)
+	for (auto &f : devices) {
+		// The first utilisation window starts here; a driver that
+		// cannot be read now is asked again at the first call.
+		EngineSample baseline;
+		if (!readEngineSample(f.device->node(), &baseline))
+			f.device->swapSample(baseline);
 		devices_.push_back(std::move(f.device));
+	}
 	if (!devices_.empty())
 		return npurtSuccess;
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "context.h"
+#include "monitor.h"
 #include "npurt/npurt.h"
 #include "os_interface.h"
 
@@ -49,12 +51,23 @@ public:
 	uint64_t limit() const { return limit_.load(std::memory_order_relaxed); }
 	void setLimit(uint64_t bytes) { limit_.store(bytes, std::memory_order_relaxed); }
 
+	// npurtDeviceGetUtilization's window: stores the reading that ends
+	// one window and starts the next; returns the one before (a
+	// sampleNs of 0: there was none). Any thread.
+	EngineSample swapSample(const EngineSample &cur)
+	{
+		std::lock_guard<std::mutex> lock(sampleMutex_);
+		return std::exchange(lastSample_, cur);
+	}
+
 private:
 	std::unique_ptr<os::Device> node_;
 	npurtDeviceProp prop_;
 	std::atomic<unsigned> flags_{0};
 	std::atomic<uint64_t> reserved_{0};
 	std::atomic<uint64_t> limit_{0};
+	std::mutex sampleMutex_;  // guards lastSample_
+	EngineSample lastSample_;
 };
 
 // This process's figures on one device, over its contexts there.
@@ -101,6 +114,10 @@ public:
 	npurtError_t resetPrimary(int ordinal);
 	// This process's memory on a device, over its live contexts there.
 	npurtError_t processMemory(int ordinal, ProcessMemory *out);
+	// The npu driver's open files in the processes this one may see,
+	// and a process's command name (npurtDeviceGetProcesses). After start().
+	std::vector<os::ClientUsage> clients() { return os_->clients(); }
+	std::string processName(long pid) { return os_->processName(pid); }
 	// The device whose address slice holds addr, or -1.
 	int deviceOfAddress(uint64_t addr) const;
 	// The context holding device memory at addr, preferring `hint`; with

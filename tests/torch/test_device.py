@@ -175,3 +175,43 @@ def test_rng_state_round_trip(dev):
 def test_init_and_is_initialized(dev):
     npu.init()
     assert npu.is_initialized()
+
+
+def test_utilization_follows_the_work(dev):
+    npu.utilization()  # ends the previous window
+    a = torch.randn(128, 128, device=dev)
+    for _ in range(20):
+        a = torch.mm(a, a) / 128.0
+    npu.synchronize()
+    busy = npu.utilization()
+    assert 0 < busy <= 100
+    x = torch.empty(4 << 20, dtype=torch.uint8, device=dev)
+    npu.memory_usage()
+    for _ in range(4):
+        x.copy_(torch.ones(4 << 20, dtype=torch.uint8))
+    npu.synchronize()
+    assert 0 < npu.memory_usage() <= 100
+    with pytest.raises(IndexError, match="NPU device"):
+        npu.utilization(npu.device_count())
+
+
+def test_list_gpu_processes_names_this_process(dev):
+    keep = torch.empty(8 << 20, dtype=torch.uint8, device=dev)
+    text = npu.list_gpu_processes()
+    lines = text.splitlines()
+    assert lines[0] == "NPU:0"
+    mine = [ln for ln in lines if ln.split()[1:2] == [str(os.getpid())]]
+    assert len(mine) == 1, text
+    mb = float(mine[0].split()[3])
+    assert mb >= 8.0, text
+    assert mine[0].endswith("MB NPU memory")
+    del keep
+
+
+def test_device_memory_used_and_clock_rate(dev):
+    keep = torch.empty(16 << 20, dtype=torch.uint8, device=dev)
+    free, total = npu.mem_get_info()
+    assert npu.device_memory_used() >= 16 << 20
+    assert npu.device_memory_used() <= total
+    assert npu.clock_rate() == npu.get_device_properties(0).clock_rate_hz // 1000000
+    del keep

@@ -60,6 +60,12 @@ public:
 		d.firstError = sys_.firstError;
 		return d;
 	}
+	std::vector<os::ClientUsage> clients() override { return sys_.clients; }
+	std::string processName(long pid) override
+	{
+		auto it = sys_.names.find(pid);
+		return it == sys_.names.end() ? "" : it->second;
+	}
 
 private:
 	FakeSystem sys_;

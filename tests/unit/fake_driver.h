@@ -1,6 +1,7 @@
 // A fake kernel driver behind the runtime's OS interface, for host tests.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct FakeSystem {
 	std::vector<FakeNode> nodes;
 	std::vector<std::string> failures;
 	int firstError = 0;
+	// What /proc would show: open files of the driver, command names.
+	std::vector<os::ClientUsage> clients;
+	std::map<long, std::string> names;
 };
 
 // Replaces the runtime's OS interface with one serving `sys`.

@@ -348,6 +348,58 @@ py::dict memUsage(int device)
 	return d;
 }
 
+// torch.cuda.utilization and memory_usage: the engines' busy share over
+// the window since the previous reading of the device.
+py::dict utilization(int device)
+{
+	npurtUtilization u{};
+	check(npurtDeviceGetUtilization(checkedDevice(device), &u), "npurtDeviceGetUtilization");
+	py::dict d;
+	d["compute"] = u.compute;
+	d["copy"] = u.copy;
+	d["window_ns"] = u.windowNs;
+	d["compute_busy_ns"] = u.computeBusyNs;
+	d["copy_busy_ns"] = u.copyBusyNs;
+	d["sample_ns"] = u.sampleNs;
+	return d;
+}
+
+// torch.cuda.list_gpu_processes: the processes with the device open.
+py::list processes(int device)
+{
+	const int dev = checkedDevice(device);
+	std::vector<npurtProcessInfo> ps;
+	for (;;) {
+		unsigned n = 0;
+		check(npurtDeviceGetProcesses(dev, nullptr, &n), "npurtDeviceGetProcesses");
+		// Room for processes that open the device between the calls.
+		ps.resize(n + 8);
+		n = static_cast<unsigned>(ps.size());
+		npurtError_t err = npurtDeviceGetProcesses(dev, ps.data(), &n);
+		if (err == npurtErrorInvalidValue && n > ps.size()) {
+			npurtGetLastError();
+			continue;
+		}
+		check(err, "npurtDeviceGetProcesses");
+		ps.resize(n);
+		break;
+	}
+	py::list out;
+	for (const auto &p : ps) {
+		py::dict d;
+		d["pid"] = p.pid;
+		d["name"] = std::string(p.name);
+		d["contexts"] = p.contexts;
+		d["device_bytes"] = p.deviceBytes;
+		d["host_bytes"] = p.hostBytes;
+		d["queues"] = p.queues;
+		d["compute_busy_ns"] = p.computeBusyNs;
+		d["copy_busy_ns"] = p.copyBusyNs;
+		out.append(d);
+	}
+	return out;
+}
+
 // torch.cuda.memory._set_allocator_settings: libnpurt's pool settings.
 void setAllocatorSettings(const std::string &settings)
 {
@@ -570,6 +622,8 @@ PYBIND11_MODULE(_C, m)
 	m.def("_fallback_counts", &fallbackCounts);
 	m.def("_autocast_registered", &autocastRegistered);
 	m.def("_mem_usage", &memUsage);
+	m.def("_utilization", &utilization);
+	m.def("_processes", &processes);
 	m.def("_memory_snapshot", &memSnapshot);
 	m.def("_set_allocator_settings", &setAllocatorSettings);
 	m.def("_get_allocator_settings", &getAllocatorSettings);

@@ -36,6 +36,7 @@ __all__ = [
     "make_graphed_callables", "amp", "get_amp_supported_dtype", "is_bf16_supported",
     "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
     "set_rng_state_all", "init", "is_initialized", "memory",
+    "utilization", "memory_usage", "device_memory_used", "clock_rate", "list_gpu_processes",
 ]
 
 
@@ -389,6 +390,48 @@ def process_memory_info(device=None):
     all its contexts, what the driver charges it (npu-smi's figure), the
     limit (0: none), and the device's free and total."""
     return dict(_C._mem_usage(_index(device)))
+
+
+def utilization(device=None):
+    """Percent (0-100) of time the NPU's compute engines ran jobs (of any
+    process), as torch.cuda.utilization: over the window since the previous
+    reading of `device` in this process (the first: since the runtime
+    started). A job's time counts when it ends."""
+    return int(_C._utilization(_index(device))["compute"])
+
+
+def memory_usage(device=None):
+    """Percent (0-100) of time the NPU's copy engines moved memory, over the
+    same kind of window as utilization() (torch.cuda.memory_usage's
+    'memory read or written')."""
+    return int(_C._utilization(_index(device))["copy"])
+
+
+def device_memory_used(device=None):
+    """Device memory in use on `device` by all processes, in bytes (what
+    npu-smi shows), as torch.cuda.device_memory_used."""
+    free, total = mem_get_info(device)
+    return total - free
+
+
+def clock_rate(device=None):
+    """The device clock in MHz, as torch.cuda.clock_rate."""
+    return int(get_device_properties(device).clock_rate_hz // 1000000)
+
+
+def list_gpu_processes(device=None):
+    """The processes that have `device` open and the device memory each
+    holds, in torch.cuda.list_gpu_processes's format. Another user's
+    processes are seen only by root."""
+    dev = _index(device)
+    lines = ["NPU:%d" % dev]
+    procs = _C._processes(dev)
+    if not procs:
+        lines.append("no processes are running")
+    for p in procs:
+        lines.append("process %10d uses %12.3f MB NPU memory"
+                     % (p["pid"], p["device_bytes"] / (1024.0 * 1024.0)))
+    return "\n".join(lines)
 
 
 _SITE = re.compile(r"^(.*):(\d+)(?: in (.*))?$")

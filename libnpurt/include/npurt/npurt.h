@@ -190,6 +190,25 @@ NPURT_API npurtError_t npurtGetDevice(int *device);
 /* An attribute of a device; an attribute without a meaning here is
  * npurtErrorInvalidValue. */
 NPURT_API npurtError_t npurtDeviceGetAttribute(int *value, npurtDeviceAttr attr, int device);
+/*
+ * A device's PCI-style bus id (cudaDeviceGetPCIBusId): "DDDD:BB:DD.0" in
+ * hex from the pciDomainID, pciBusID and pciDeviceID properties (the
+ * emulated NPU has no PCI function of its own: 0000:00:<driver index>.0).
+ * len counts the terminating NUL; a shorter buffer gets a truncated id and
+ * npurtErrorInvalidValue. npurtDeviceGetByPCIBusId takes that form, or
+ * "BB:DD.F" without the domain, in either case of hex.
+ */
+NPURT_API npurtError_t npurtDeviceGetPCIBusId(char *pciBusId, int len, int device);
+NPURT_API npurtError_t npurtDeviceGetByPCIBusId(int *device, const char *pciBusId);
+/*
+ * The device that best matches prop (cudaChooseDevice). A field of prop
+ * that is zero (an empty name) asks nothing; the others ask for a device
+ * whose name starts with prop->name, whose (major, minor) is at least
+ * prop's, and whose totalGlobalMem, multiProcessorCount and
+ * asyncEngineCount are at least prop's. The lowest ordinal meeting every
+ * request is chosen; if none does, the lowest meeting the most.
+ */
+NPURT_API npurtError_t npurtChooseDevice(int *device, const npurtDeviceProp *prop);
 
 /*
  * How host threads wait for the current device's work (synchronize calls
@@ -213,6 +232,57 @@ NPURT_API npurtError_t npurtDeviceGetAttribute(int *value, npurtDeviceAttr attr,
 NPURT_API npurtError_t npurtSetDeviceFlags(unsigned int flags);
 /* The flags set (with npurtDeviceMapHost, which always holds). */
 NPURT_API npurtError_t npurtGetDeviceFlags(unsigned int *flags);
+
+/*
+ * Monitoring, as NVML's utilisation rates and running processes (what
+ * torch.cuda.utilization and list_gpu_processes read).
+ *
+ * npurtDeviceGetUtilization: the share of time a device's engines spent
+ * running jobs, of any process, over a window that ends now and starts at
+ * the previous call for the device in this process (the first call: at the
+ * runtime's start). Each figure is the mean over the engines of its class.
+ * A job's time is counted when it ends, so a window that ends inside a
+ * long job leaves it to the next window (figures are capped at 100). The
+ * busy times since the driver loaded and the reading's CLOCK_MONOTONIC
+ * time are given too, for callers that keep windows of their own.
+ * Thread-safe; concurrent callers share one window per device.
+ */
+typedef struct npurtUtilization {
+	unsigned int compute; /* percent (0-100) busy, compute engines */
+	unsigned int copy; /* percent (0-100) busy, copy engines */
+	uint64_t windowNs; /* the window's length */
+	uint64_t computeBusyNs; /* busy time since load, summed over the engines */
+	uint64_t copyBusyNs;
+	uint64_t sampleNs; /* CLOCK_MONOTONIC time of the reading */
+	uint32_t computeEngines, copyEngines;
+	uint64_t reserved[4];
+} npurtUtilization;
+NPURT_API npurtError_t npurtDeviceGetUtilization(int device, npurtUtilization *util);
+
+/*
+ * npurtDeviceGetProcesses: the processes that have the device open (this
+ * one included), from the driver's usage statistics in /proc/PID/fdinfo,
+ * one entry per process in pid order. Only root sees other users'
+ * processes. Two calls, as npurtMemGetSnapshot: with *count 0 (procs may
+ * be NULL) it sets *count to the number of processes; with an array of
+ * *count entries it fills them and sets *count to how many it filled, or,
+ * when more processes have the device open by then, sets *count to that
+ * number and fails with npurtErrorInvalidValue. Thread-safe.
+ */
+typedef struct npurtProcessInfo {
+	int pid;
+	unsigned int contexts; /* its open files of the device */
+	char name[32]; /* its command name (/proc/PID/comm) */
+	uint64_t deviceBytes; /* device memory the driver charges to it */
+	uint64_t hostBytes; /* pinned host memory it bound for the device */
+	uint64_t computeBusyNs; /* time its jobs took on compute engines */
+	uint64_t copyBusyNs; /* and on copy engines */
+	unsigned int queues; /* its queues on the device */
+	unsigned int pad;
+	uint64_t reserved[4];
+} npurtProcessInfo;
+NPURT_API npurtError_t npurtDeviceGetProcesses(int device, npurtProcessInfo *procs,
+                                               unsigned int *count);
 
 /*
  * Contexts. A context is one open file of an NPU: its own device address
@@ -279,6 +349,14 @@ NPURT_API npurtError_t npurtMalloc(void **devPtr, size_t size);
 NPURT_API npurtError_t npurtFree(void *devPtr);
 /* Device memory free and total on the current device (all processes). */
 NPURT_API npurtError_t npurtMemGetInfo(size_t *freeBytes, size_t *totalBytes);
+/*
+ * Pitched memory for 2-D arrays (cudaMallocPitch): height rows of width
+ * bytes, each starting *pitch bytes after the previous; the pitch is width
+ * rounded up to NPURT_PITCH_ALIGNMENT. Freed by npurtFree. A width or
+ * height of 0 gives NULL and a pitch of 0 with success.
+ */
+#define NPURT_PITCH_ALIGNMENT 256
+NPURT_API npurtError_t npurtMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height);
 
 typedef struct npurtMemStats {
 	/* Current and peak values since creation or npurtMemResetPeakStats. */
@@ -960,6 +1038,16 @@ NPURT_API npurtError_t npurtMemcpy2DAsync(void *dst, size_t dpitch, const void *
                                           npurtStream_t stream);
 NPURT_API npurtError_t npurtMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
                                      size_t width, size_t height, npurtMemcpyKind kind);
+/*
+ * 2-D fills (cudaMemset2D): width bytes of each of height rows, row starts
+ * pitch bytes apart (pitch at least width), set to value. Device memory
+ * only; bounds are checked over the whole extent. Two tasks on the engine
+ * whatever the height (the first row is filled, then copied to the rest).
+ */
+NPURT_API npurtError_t npurtMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width,
+                                          size_t height, npurtStream_t stream);
+NPURT_API npurtError_t npurtMemset2D(void *devPtr, size_t pitch, int value, size_t width,
+                                     size_t height);
 
 /*
  * Strided copies, for views of tensors (transposes, permutes, slices,
@@ -1322,12 +1410,14 @@ NPURT_API npurtError_t npurtGraphExecEventWaitNodeSetEvent(npurtGraphExec_t hGra
 
 /* The synchronous calls on the calling thread's per-thread default stream,
  * which NPURT_API_PER_THREAD_DEFAULT_STREAM makes npurtMemcpy, npurtMemcpy2D,
- * npurtMemset, npurtMemsetD16 and npurtMemsetD32. */
+ * npurtMemset, npurtMemset2D, npurtMemsetD16 and npurtMemsetD32. */
 NPURT_API npurtError_t npurtMemcpy_ptds(void *dst, const void *src, size_t count,
                                         npurtMemcpyKind kind);
 NPURT_API npurtError_t npurtMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
                                           size_t width, size_t height, npurtMemcpyKind kind);
 NPURT_API npurtError_t npurtMemset_ptds(void *devPtr, int value, size_t count);
+NPURT_API npurtError_t npurtMemset2D_ptds(void *devPtr, size_t pitch, int value, size_t width,
+                                          size_t height);
 NPURT_API npurtError_t npurtMemsetD16_ptds(void *devPtr, unsigned short value, size_t count);
 NPURT_API npurtError_t npurtMemsetD32_ptds(void *devPtr, unsigned int value, size_t count);
 
@@ -1358,6 +1448,11 @@ static inline npurtError_t npurtHostAlloc(T **ptr, size_t size, unsigned int fla
 	return npurtHostAlloc(reinterpret_cast<void **>(ptr), size, flags);
 }
 template <class T>
+static inline npurtError_t npurtMallocPitch(T **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	return npurtMallocPitch(reinterpret_cast<void **>(devPtr), pitch, width, height);
+}
+template <class T>
 static inline npurtError_t npurtMallocManaged(T **devPtr, size_t size,
                                               unsigned int flags = npurtMemAttachGlobal)
 {
@@ -1383,6 +1478,7 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 #define npurtMemcpy npurtMemcpy_ptds
 #define npurtMemcpy2D npurtMemcpy2D_ptds
 #define npurtMemset npurtMemset_ptds
+#define npurtMemset2D npurtMemset2D_ptds
 #define npurtMemsetD16 npurtMemsetD16_ptds
 #define npurtMemsetD32 npurtMemsetD32_ptds
 #define npurtMemcpyAsync(d, s, n, k, st) npurtMemcpyAsync(d, s, n, k, npurtPerThreadStream_(st))
@@ -1391,6 +1487,8 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 #define npurtMemsetD32Async(d, v, n, st) npurtMemsetD32Async(d, v, n, npurtPerThreadStream_(st))
 #define npurtMemcpy2DAsync(d, dp, s, sp, w, h, k, st) \
 	npurtMemcpy2DAsync(d, dp, s, sp, w, h, k, npurtPerThreadStream_(st))
+#define npurtMemset2DAsync(d, p, v, w, h, st) \
+	npurtMemset2DAsync(d, p, v, w, h, npurtPerThreadStream_(st))
 #define npurtMemcpyStridedAsync(d, ds, s, ss, sz, nd, es, k, st) \
 	npurtMemcpyStridedAsync(d, ds, s, ss, sz, nd, es, k, npurtPerThreadStream_(st))
 #define npurtMallocAsync(p, n, st) npurtMallocAsync(p, n, npurtPerThreadStream_(st))

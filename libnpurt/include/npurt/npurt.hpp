@@ -15,15 +15,21 @@
 
 #include "npurt/npurt.h"
 
-#if __cplusplus >= 202002L && __has_include(<source_location>)
+// std::source_location where the library has it: <source_location> exists
+// in libstdc++ 12 whatever the compiler, but Clang before 15 lacks the
+// builtin it needs, and only the feature macro says so.
+#if __has_include(<version>)
+#include <version>
+#endif
+#if defined(__cpp_lib_source_location)
 #include <source_location>
 namespace npurt {
 using SourceLocation = std::source_location;
 }  // namespace npurt
 #else
 namespace npurt {
-// C++17 (a PyTorch extension, say): the compiler builtins that
-// SourceLocation is made of, in GCC and Clang.
+// C++17 (a PyTorch extension, say), or a compiler without it: the
+// builtins that SourceLocation is made of, in GCC and Clang.
 class SourceLocation {
 public:
 	static constexpr SourceLocation
@@ -113,6 +119,35 @@ inline int currentDevice()
 inline void setDevice(int device)
 {
 	check(npurtSetDevice(device));
+}
+
+// Engine utilisation of a device over the window since the previous call.
+inline npurtUtilization utilization(int device)
+{
+	npurtUtilization u{};
+	check(npurtDeviceGetUtilization(device, &u));
+	return u;
+}
+
+// The processes that have a device open (this one included).
+inline std::vector<npurtProcessInfo> processes(int device)
+{
+	std::vector<npurtProcessInfo> out;
+	for (;;) {
+		unsigned n = 0;
+		check(npurtDeviceGetProcesses(device, nullptr, &n));
+		// Room for processes that open the device between the calls.
+		out.resize(n + 4);
+		n = static_cast<unsigned>(out.size());
+		npurtError_t err = npurtDeviceGetProcesses(device, out.data(), &n);
+		if (err == npurtErrorInvalidValue && n > out.size()) {
+			npurtGetLastError();
+			continue;
+		}
+		check(err);
+		out.resize(n);
+		return out;
+	}
 }
 
 // Makes `device` current for a scope and restores the previous one.

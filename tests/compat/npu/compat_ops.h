@@ -19,6 +19,19 @@ inline npurtError_t opScale(float *out, const float *in, float alpha, size_t n, 
 	return npurtLaunchOp(&d, s);
 }
 
+// Each of height rows of width floats, pitch bytes apart, scaled in place
+// by alpha: a 2-D kernel over pitched memory is one op per row.
+inline npurtError_t opScale2D(float *base, size_t pitch, float alpha, size_t width, size_t height,
+                              npurtStream_t s)
+{
+	for (size_t y = 0; y < height; y++) {
+		auto *row = reinterpret_cast<float *>(reinterpret_cast<char *>(base) + y * pitch);
+		if (npurtError_t err = opScale(row, row, alpha, width, s))
+			return err;
+	}
+	return npurtSuccess;
+}
+
 // c[i] = a[i] + b[i]
 inline npurtError_t opAdd(float *c, const float *a, const float *b, size_t n, npurtStream_t s)
 {

@@ -61,6 +61,99 @@ npurtError_t copy2D(const char *api, void *dst, size_t dpitch, const void *src, 
 	return npurt::planCopyStrided(api, dst, src, v, kind, stream, sync, ra);
 }
 
+npurt::PitchedBox box2D(size_t pitch, size_t width, size_t height)
+{
+	npurt::PitchedBox b;
+	b.pitch = pitch;
+	b.width = width;
+	b.height = height;
+	return b;
+}
+
+// The box of a pitched pointer at pos, of extent's size, as a strided
+// side: its first byte and its strides (slice, row, byte); an error when
+// the box leaves its rows or slices or overflows.
+npurtError_t pitchedSide(const char *api, const char *what, const npurtPitchedPtr &p,
+                         const npurtPos &pos, const npurtExtent &e, char **first, size_t strides[3])
+{
+	size_t end = 0, rowEnd = 0, slice = 0, off = 0, tmp = 0;
+	if (__builtin_add_overflow(pos.x, e.width, &end) || end > p.pitch)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": " + what + "'s rows of pitch " +
+		                        std::to_string(p.pitch) + " do not hold " +
+		                        std::to_string(e.width) + " bytes at x " +
+		                        std::to_string(pos.x));
+	const bool slices = e.depth > 1 || pos.z > 0;
+	if (slices && (__builtin_add_overflow(pos.y, e.height, &rowEnd) || rowEnd > p.ysize))
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": " + what + "'s slices of " +
+		                        std::to_string(p.ysize) + " rows do not hold " +
+		                        std::to_string(e.height) + " rows at y " +
+		                        std::to_string(pos.y));
+	if (__builtin_mul_overflow(p.pitch, slices ? p.ysize : 0, &slice) ||
+	    __builtin_mul_overflow(pos.z, slice, &off) ||
+	    __builtin_mul_overflow(pos.y, p.pitch, &tmp) ||
+	    __builtin_add_overflow(off, tmp, &off) || __builtin_add_overflow(off, pos.x, &off) ||
+	    __builtin_add_overflow(reinterpret_cast<uintptr_t>(p.ptr), off, &tmp))
+		return setError(npurtErrorInvalidValue, std::string(api) + ": " + what +
+		                                                "'s position overflows an address");
+	*first = static_cast<char *>(p.ptr) + off;
+	strides[0] = slice;
+	strides[1] = p.pitch;
+	strides[2] = 1;
+	return npurtSuccess;
+}
+
+npurtError_t copy3D(const char *api, const npurtMemcpy3DParms *p, npurtStream_t stream, bool sync,
+                    void *ra)
+{
+	if (!p)
+		return nullArgument(api, "p");
+	if (p->srcArray || p->dstArray)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": there are no NPU arrays; srcArray and "
+		                                   "dstArray must be NULL (use pitched pointers)");
+	const npurtExtent &e = p->extent;
+	if (!e.width || !e.height || !e.depth)
+		return npurtSuccess;
+	char *dst = nullptr, *src = nullptr;
+	size_t dstStrides[3], srcStrides[3];
+	if (!p->dstPtr.ptr || !p->srcPtr.ptr)
+		return nullArgument(api, !p->dstPtr.ptr ? "dstPtr.ptr" : "srcPtr.ptr");
+	if (npurtError_t err =
+	            pitchedSide(api, "dstPtr", p->dstPtr, p->dstPos, e, &dst, dstStrides))
+		return err;
+	if (npurtError_t err =
+	            pitchedSide(api, "srcPtr", p->srcPtr, p->srcPos, e, &src, srcStrides))
+		return err;
+	const size_t sizes[3] = {e.depth, e.height, e.width};
+	npurt::StridedView v;
+	v.ndim = 3;
+	v.elemSize = 1;
+	v.sizes = sizes;
+	v.dstStrides = dstStrides;
+	v.srcStrides = srcStrides;
+	return npurt::planCopyStrided(api, dst, src, v, p->kind, stream, sync, ra);
+}
+
+npurtError_t fill3D(const char *api, const npurtPitchedPtr &p, int value, const npurtExtent &e,
+                    npurtStream_t stream, bool sync, void *ra)
+{
+	npurt::PitchedBox b = box2D(p.pitch, e.width, e.height);
+	b.depth = e.depth;
+	if (e.depth > 1 && e.height > p.ysize)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": slices of " + std::to_string(p.ysize) +
+		                        " rows do not hold " + std::to_string(e.height) + " rows");
+	if (__builtin_mul_overflow(p.pitch, p.ysize, &b.slicePitch))
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": a slice of " + std::to_string(p.ysize) +
+		                        " rows of pitch " + std::to_string(p.pitch) +
+		                        " overflows a size");
+	return npurt::planFillPitched(api, p.ptr, b, static_cast<unsigned char>(value), stream,
+	                              sync, ra);
+}
+
 // npurtMalloc and npurtMallocPitch: size bytes from the current context's
 // pool, charged to the call site at ra.
 npurtError_t allocate(const char *api, void **devPtr, size_t size, void *ra)
@@ -79,6 +172,29 @@ npurtError_t allocate(const char *api, void **devPtr, size_t size, void *ra)
 	if (err)
 		return err;
 	*devPtr = reinterpret_cast<void *>(addr);
+	return npurtSuccess;
+}
+
+// npurtMallocPitch and npurtMalloc3D: height rows of width bytes, each
+// row rounded up to NPURT_PITCH_ALIGNMENT; none for an empty request.
+npurtError_t allocatePitched(const char *api, void **devPtr, size_t *pitch, size_t width,
+                             size_t height, void *ra)
+{
+	if (!width || !height) {
+		*devPtr = nullptr;
+		*pitch = 0;
+		return npurtSuccess;
+	}
+	size_t p = 0, bytes = 0;
+	if (__builtin_add_overflow(width, size_t{NPURT_PITCH_ALIGNMENT - 1}, &p) ||
+	    __builtin_mul_overflow(p / NPURT_PITCH_ALIGNMENT * NPURT_PITCH_ALIGNMENT, height,
+	                           &bytes))
+		return setError(npurtErrorMemoryAllocation,
+		                std::string(api) + ": " + std::to_string(height) + " rows of " +
+		                        std::to_string(width) + " bytes overflow a size");
+	if (npurtError_t err = allocate(api, devPtr, bytes, ra))
+		return err;
+	*pitch = p / NPURT_PITCH_ALIGNMENT * NPURT_PITCH_ALIGNMENT;
 	return npurtSuccess;
 }
 
@@ -194,26 +310,35 @@ npurtError_t npurtMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t
 			return nullArgument(api, "devPtr");
 		if (!pitch)
 			return nullArgument(api, "pitch");
-		if (!width || !height) {
-			*devPtr = nullptr;
-			*pitch = 0;
-			return npurtSuccess;
-		}
-		size_t p = 0, bytes = 0;
-		if (__builtin_add_overflow(width, size_t{NPURT_PITCH_ALIGNMENT - 1}, &p) ||
-		    __builtin_mul_overflow(p / NPURT_PITCH_ALIGNMENT * NPURT_PITCH_ALIGNMENT,
-		                           height, &bytes))
-			return npurt::setError(npurtErrorMemoryAllocation,
-			                       std::string(api) + ": " + std::to_string(height) +
-			                               " rows of " + std::to_string(width) +
-			                               " bytes overflow a size");
-		p = p / NPURT_PITCH_ALIGNMENT * NPURT_PITCH_ALIGNMENT;
-		if (npurtError_t err = allocate(api, devPtr, bytes, __builtin_return_address(0)))
-			return err;
-		*pitch = p;
-		return npurtSuccess;
+		return allocatePitched(api, devPtr, pitch, width, height,
+		                       __builtin_return_address(0));
 	} catch (...) {
 		return npurt::errorFromException("npurtMallocPitch");
+	}
+}
+
+npurtError_t npurtMalloc3D(npurtPitchedPtr *pitchedDevPtr, npurtExtent extent)
+{
+	try {
+		const char *api = "npurtMalloc3D";
+		if (!pitchedDevPtr)
+			return nullArgument(api, "pitchedDevPtr");
+		size_t rows = 0;
+		if (__builtin_mul_overflow(extent.height, extent.depth, &rows))
+			return setError(npurtErrorMemoryAllocation,
+			                std::string(api) + ": " + std::to_string(extent.height) +
+			                        " rows by " + std::to_string(extent.depth) +
+			                        " slices overflow a size");
+		npurtPitchedPtr p{};
+		if (npurtError_t err = allocatePitched(api, &p.ptr, &p.pitch, extent.width, rows,
+		                                       __builtin_return_address(0)))
+			return err;
+		p.xsize = extent.width;
+		p.ysize = extent.height;
+		*pitchedDevPtr = p;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMalloc3D");
 	}
 }
 
@@ -886,9 +1011,9 @@ npurtError_t npurtMemset2DAsync(void *devPtr, size_t pitch, int value, size_t wi
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return npurt::planFill2D("npurtMemset2DAsync", devPtr, pitch,
-		                         static_cast<unsigned char>(value), width, height, stream,
-		                         false, ra);
+		return npurt::planFillPitched("npurtMemset2DAsync", devPtr,
+		                              box2D(pitch, width, height),
+		                              static_cast<unsigned char>(value), stream, false, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemset2DAsync");
 	}
@@ -898,9 +1023,8 @@ npurtError_t npurtMemset2D(void *devPtr, size_t pitch, int value, size_t width, 
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return npurt::planFill2D("npurtMemset2D", devPtr, pitch,
-		                         static_cast<unsigned char>(value), width, height, nullptr,
-		                         true, ra);
+		return npurt::planFillPitched("npurtMemset2D", devPtr, box2D(pitch, width, height),
+		                              static_cast<unsigned char>(value), nullptr, true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemset2D");
 	}
@@ -910,11 +1034,74 @@ npurtError_t npurtMemset2D_ptds(void *devPtr, size_t pitch, int value, size_t wi
 {
 	void *ra = __builtin_return_address(0);
 	try {
-		return npurt::planFill2D("npurtMemset2D", devPtr, pitch,
-		                         static_cast<unsigned char>(value), width, height,
-		                         npurtStreamPerThread, true, ra);
+		return npurt::planFillPitched("npurtMemset2D", devPtr, box2D(pitch, width, height),
+		                              static_cast<unsigned char>(value),
+		                              npurtStreamPerThread, true, ra);
 	} catch (...) {
 		return npurt::errorFromException("npurtMemset2D");
+	}
+}
+
+npurtError_t npurtMemcpy3DAsync(const npurtMemcpy3DParms *p, npurtStream_t stream)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return copy3D("npurtMemcpy3DAsync", p, stream, false, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpy3DAsync");
+	}
+}
+
+npurtError_t npurtMemcpy3D(const npurtMemcpy3DParms *p)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return copy3D("npurtMemcpy3D", p, nullptr, true, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpy3D");
+	}
+}
+
+npurtError_t npurtMemcpy3D_ptds(const npurtMemcpy3DParms *p)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return copy3D("npurtMemcpy3D", p, npurtStreamPerThread, true, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemcpy3D");
+	}
+}
+
+npurtError_t npurtMemset3DAsync(npurtPitchedPtr pitchedDevPtr, int value, npurtExtent extent,
+                                npurtStream_t stream)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return fill3D("npurtMemset3DAsync", pitchedDevPtr, value, extent, stream, false,
+		              ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemset3DAsync");
+	}
+}
+
+npurtError_t npurtMemset3D(npurtPitchedPtr pitchedDevPtr, int value, npurtExtent extent)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return fill3D("npurtMemset3D", pitchedDevPtr, value, extent, nullptr, true, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemset3D");
+	}
+}
+
+npurtError_t npurtMemset3D_ptds(npurtPitchedPtr pitchedDevPtr, int value, npurtExtent extent)
+{
+	void *ra = __builtin_return_address(0);
+	try {
+		return fill3D("npurtMemset3D", pitchedDevPtr, value, extent, npurtStreamPerThread,
+		              true, ra);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemset3D");
 	}
 }
 

@@ -735,10 +735,12 @@ npurtError_t planFill(const char *api, void *devPtr, uint32_t value, unsigned wi
 	return fill(api, devPtr, value, width, count, stream, sync, takeCallSite(ra));
 }
 
-npurtError_t planFill2D(const char *api, void *devPtr, size_t pitch, unsigned char value,
-                        size_t width, size_t height, npurtStream_t stream, bool sync, void *ra)
+npurtError_t planFillPitched(const char *api, void *devPtr, const PitchedBox &box,
+                             unsigned char value, npurtStream_t stream, bool sync, void *ra)
 {
-	if (!width || !height)
+	const size_t width = box.width, height = box.height, depth = box.depth;
+	const size_t pitch = box.pitch, slicePitch = box.slicePitch;
+	if (!width || !height || !depth)
 		return npurtSuccess;
 	if (!devPtr)
 		return nullArgument(api, "devPtr");
@@ -746,21 +748,28 @@ npurtError_t planFill2D(const char *api, void *devPtr, size_t pitch, unsigned ch
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": pitch " + std::to_string(pitch) +
 		                        " is less than width " + std::to_string(width));
-	uint64_t extent = 0;
+	uint64_t slice = 0, extent = 0, last = 0;
 	if (__builtin_mul_overflow(uint64_t{height - 1}, uint64_t{pitch}, &extent) ||
-	    __builtin_add_overflow(extent, uint64_t{width}, &extent))
+	    __builtin_add_overflow(extent, uint64_t{width}, &slice) ||
+	    __builtin_mul_overflow(uint64_t{depth - 1}, uint64_t{slicePitch}, &last) ||
+	    __builtin_add_overflow(last, slice, &extent))
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": " + std::to_string(height) +
-		                        " rows of pitch " + std::to_string(pitch) +
-		                        " overflow a size");
+		                        " rows of pitch " + std::to_string(pitch) + " in " +
+		                        std::to_string(depth) + " slices overflow a size");
+	if (depth > 1 && slicePitch < slice)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": " + std::to_string(height) +
+		                        " rows do not fit a slice of " +
+		                        std::to_string(slicePitch) + " bytes");
 	if (sync)
 		if (npurtError_t err = captureForbids(api))
 			return err;
 	CallSite site = takeCallSite(ra);
-	if (height == 1 || pitch == width)
+	if ((height == 1 || pitch == width) && (depth == 1 || slicePitch == slice))
 		return fill(api, devPtr, value, 1, extent, stream, sync, site);
 	// The whole extent is checked before the first row is filled, so a
-	// bad height leaves the memory untouched.
+	// bad height or depth leaves the memory untouched.
 	Stream *s = nullptr;
 	if (npurtError_t err = resolveStream(stream, &s, api))
 		return err;
@@ -773,20 +782,31 @@ npurtError_t planFill2D(const char *api, void *devPtr, size_t pitch, unsigned ch
 		                                                " is not device memory");
 	if (npurtError_t err = checkBounds(api, "devPtr", devPtr, extent, d.dev))
 		return err;
-	if (npurtError_t err = fill(api, devPtr, value, 1, width, stream, false, site))
+	const bool more = height > 1 || depth > 1;
+	if (npurtError_t err = fill(api, devPtr, value, 1, width, stream, sync && !more, site))
 		return err;
-	// The other rows are copies of the first: a source stride of 0.
-	const size_t sizes[2] = {height - 1, width};
-	const size_t dstStrides[2] = {pitch, 1};
-	const size_t srcStrides[2] = {0, 1};
-	StridedView v;
-	v.ndim = 2;
-	v.elemSize = 1;
-	v.sizes = sizes;
-	v.dstStrides = dstStrides;
-	v.srcStrides = srcStrides;
-	return copyStrided(api, static_cast<char *>(devPtr) + pitch, devPtr, v,
-	                   npurtMemcpyDeviceToDevice, stream, sync, site);
+	// The other rows are copies of the first: source strides of 0. First
+	// the rest of the first slice, then the other slices whole.
+	auto *base = static_cast<char *>(devPtr);
+	auto broadcast = [&](char *dst, size_t slices, size_t rows, bool wait) {
+		const size_t sizes[3] = {slices, rows, width};
+		const size_t dstStrides[3] = {slicePitch, pitch, 1};
+		const size_t srcStrides[3] = {0, 0, 1};
+		StridedView v;
+		v.ndim = 3;
+		v.elemSize = 1;
+		v.sizes = sizes;
+		v.dstStrides = dstStrides;
+		v.srcStrides = srcStrides;
+		return copyStrided(api, dst, devPtr, v, npurtMemcpyDeviceToDevice, stream, wait,
+		                   site);
+	};
+	if (height > 1)
+		if (npurtError_t err = broadcast(base + pitch, 1, height - 1, sync && depth == 1))
+			return err;
+	if (depth > 1)
+		return broadcast(base + slicePitch, depth - 1, height, sync);
+	return npurtSuccess;
 }
 
 npurtError_t planCopyStrided(const char *api, void *dst, const void *src, const StridedView &v,

@@ -50,9 +50,18 @@ npurtError_t planCopy(const char *api, void *dst, const void *src, size_t count,
 npurtError_t planFill(const char *api, void *devPtr, uint32_t value, unsigned width, size_t count,
                       npurtStream_t stream, bool sync, void *ra);
 
-// npurtMemset2D(Async): width bytes of height rows, pitch bytes apart.
-npurtError_t planFill2D(const char *api, void *devPtr, size_t pitch, unsigned char value,
-                        size_t width, size_t height, npurtStream_t stream, bool sync, void *ra);
+// A box of pitched memory: depth slices, slicePitch bytes apart, of
+// height rows, pitch bytes apart, of width bytes.
+struct PitchedBox {
+	size_t width = 0, height = 1, depth = 1;
+	size_t pitch = 0, slicePitch = 0;
+};
+
+// npurtMemset2D/3D(Async): every byte of the box set to value. The whole
+// extent is checked first; then the first row is filled and copied to
+// the others (at most three tasks).
+npurtError_t planFillPitched(const char *api, void *devPtr, const PitchedBox &box,
+                             unsigned char value, npurtStream_t stream, bool sync, void *ra);
 
 // A view of ndim dimensions (sizes in elements, strides in bytes,
 // outermost first) copied element by element in row-major order.

@@ -1,8 +1,9 @@
 // simplePitchLinear: a 2-D array of floats in pitched device memory
 // (cudaMallocPitch), cleared with cudaMemset2D, written and read with
 // cudaMemcpy2D, scaled by a 2-D kernel and partly cleared again with
-// cudaMemset2DAsync; the device is chosen with cudaChooseDevice and named
-// by its PCI bus id, as multi-GPU programs log it.
+// cudaMemset2DAsync; then a volume (cudaMalloc3D, cudaMemset3D,
+// cudaMemcpy3D of a box). The device is chosen with cudaChooseDevice and
+// named by its PCI bus id, as multi-GPU programs log it.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -80,6 +81,39 @@ int main()
 				             out[y * width + x], expect);
 		}
 	EXPECT(errors == 0);
+
+	// A volume of 64 x 16 x 8 floats: cudaMalloc3D, cleared by
+	// cudaMemset3D, filled from a dense host volume by cudaMemcpy3D, and a
+	// 4 x 4 x 4 box at (8, 2, 3) read back.
+	const int vx = 64, vy = 16, vz = 8;
+	cudaExtent ext = make_cudaExtent(vx * sizeof(float), vy, vz);
+	cudaPitchedPtr vol;
+	CHECK(cudaMalloc3D(&vol, ext));
+	EXPECT(vol.pitch >= ext.width && vol.xsize == ext.width && vol.ysize == (size_t)vy);
+	CHECK(cudaMemset3D(vol, 0, ext));
+	std::vector<float> hv(vx * vy * vz), box(4 * 4 * 4, -1.0f);
+	for (size_t i = 0; i < hv.size(); i++)
+		hv[i] = (float)i;
+	cudaMemcpy3DParms in = {};
+	in.srcPtr = make_cudaPitchedPtr(hv.data(), vx * sizeof(float), vx, vy);
+	in.dstPtr = vol;
+	in.extent = ext;
+	in.kind = cudaMemcpyHostToDevice;
+	CHECK(cudaMemcpy3D(&in));
+	cudaMemcpy3DParms boxOut = {};
+	boxOut.srcPtr = vol;
+	boxOut.srcPos = make_cudaPos(8 * sizeof(float), 2, 3);
+	boxOut.dstPtr = make_cudaPitchedPtr(box.data(), 4 * sizeof(float), 4, 4);
+	boxOut.extent = make_cudaExtent(4 * sizeof(float), 4, 4);
+	boxOut.kind = cudaMemcpyDeviceToHost;
+	CHECK(cudaMemcpy3DAsync(&boxOut, s));
+	CHECK(cudaStreamSynchronize(s));
+	for (int z = 0; z < 4; z++)
+		for (int y = 0; y < 4; y++)
+			for (int x = 0; x < 4; x++)
+				EXPECT(box[(z * 4 + y) * 4 + x] ==
+				       hv[((z + 3) * vy + (y + 2)) * vx + (x + 8)]);
+	CHECK(cudaFree(vol.ptr));
 
 	CHECK(cudaStreamDestroy(s));
 	CHECK(cudaFree(d));

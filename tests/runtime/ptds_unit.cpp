@@ -43,3 +43,18 @@ npurtError_t ptdsCaptureMemset(void *d, size_t n, npurtGraph_t *graph, unsigned 
 	}
 	return npurtStreamEndCapture(0, graph);
 }
+
+npurtError_t ptdsMemset2D(void *d, size_t pitch, int value, size_t width, size_t height)
+{
+	return npurtMemset2D(d, pitch, value, width, height);
+}
+
+npurtError_t ptdsMemset3DAsync(npurtPitchedPtr p, int value, npurtExtent e)
+{
+	return npurtMemset3DAsync(p, value, e, 0);
+}
+
+npurtError_t ptdsMemcpy3D(const npurtMemcpy3DParms *p)
+{
+	return npurtMemcpy3D(p);
+}

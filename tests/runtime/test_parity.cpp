@@ -370,6 +370,20 @@ TEST_F(Parity, PerThreadDefaultStreamAtCompileTime)
 	ASSERT_EQ(ptdsMemcpy(out.data(), d, 4096, npurtMemcpyDeviceToHost), npurtSuccess)
 	        << lastMessage();
 	EXPECT_EQ(out, std::vector<unsigned char>(4096, 0x42));
+	// The 2-D and 3-D calls' per-thread forms: a 16 x 4 x 2 volume.
+	npurtPitchedPtr v = make_npurtPitchedPtr(d, 512, 16, 4);
+	ASSERT_EQ(ptdsMemset3DAsync(v, 0x24, make_npurtExtent(16, 4, 2)), npurtSuccess)
+	        << lastMessage();
+	ASSERT_EQ(ptdsMemset2D(d, 512, 0x25, 8, 4), npurtSuccess) << lastMessage();
+	std::vector<unsigned char> box(16 * 4 * 2);
+	npurtMemcpy3DParms p = {};
+	p.srcPtr = v;
+	p.dstPtr = make_npurtPitchedPtr(box.data(), 16, 16, 4);
+	p.extent = make_npurtExtent(16, 4, 2);
+	p.kind = npurtMemcpyDeviceToHost;
+	ASSERT_EQ(ptdsMemcpy3D(&p), npurtSuccess) << lastMessage();
+	for (size_t i = 0; i < box.size(); i++)
+		ASSERT_EQ(box[i], i < 64 && i % 16 < 8 ? 0x25 : 0x24) << i;
 	npurtFree(d);
 }
 

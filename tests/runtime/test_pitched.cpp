@@ -206,4 +206,198 @@ TEST_F(Pitched, MallocPitchRefusesBadArguments)
 	npurtGetLastError();
 }
 
+// A 3-D volume of w x h x d bytes in pitched memory, for the 3-D calls.
+class Volume : public ::testing::Test {
+protected:
+	static constexpr size_t w = 70, h = 5, d = 4;
+	void SetUp() override
+	{
+		ASSERT_EQ(npurtSetDevice(0), npurtSuccess) << lastMessage();
+		ASSERT_EQ(npurtMalloc3D(&vol_, make_npurtExtent(w, h, d)), npurtSuccess)
+		        << lastMessage();
+		ASSERT_EQ(npurtMemset(vol_.ptr, 0x11, bytes()), npurtSuccess) << lastMessage();
+	}
+	void TearDown() override
+	{
+		npurtFree(vol_.ptr);
+		npurtGetLastError();
+	}
+	size_t bytes() const { return vol_.pitch * vol_.ysize * d; }
+	std::vector<unsigned char> contents()
+	{
+		std::vector<unsigned char> host(bytes());
+		EXPECT_EQ(npurtMemcpy(host.data(), vol_.ptr, host.size(), npurtMemcpyDeviceToHost),
+		          npurtSuccess)
+		        << lastMessage();
+		return host;
+	}
+	unsigned char at(const std::vector<unsigned char> &v, size_t x, size_t y, size_t z) const
+	{
+		return v[(z * vol_.ysize + y) * vol_.pitch + x];
+	}
+
+	npurtPitchedPtr vol_{};
+};
+
+TEST_F(Volume, Malloc3DDescribesItsRowsAndSlices)
+{
+	EXPECT_EQ(vol_.pitch, size_t{NPURT_PITCH_ALIGNMENT});
+	EXPECT_EQ(vol_.xsize, w);
+	EXPECT_EQ(vol_.ysize, h);
+	npurtPointerAttributes a{};
+	ASSERT_EQ(npurtPointerGetAttributes(&a, static_cast<char *>(vol_.ptr) + bytes() - 1),
+	          npurtSuccess)
+	        << lastMessage();
+	EXPECT_EQ(a.type, npurtMemoryTypeDevice);
+	npurtPitchedPtr empty{};
+	empty.ptr = &empty;
+	EXPECT_EQ(npurtMalloc3D(&empty, make_npurtExtent(8, 8, 0)), npurtSuccess);
+	EXPECT_EQ(empty.ptr, nullptr);
+	EXPECT_EQ(npurtMalloc3D(nullptr, make_npurtExtent(8, 8, 8)), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMalloc3D(&empty, make_npurtExtent(8, SIZE_MAX, 2)),
+	          npurtErrorMemoryAllocation);
+	npurtGetLastError();
+}
+
+TEST_F(Volume, Memset3DSetsTheBoxOnly)
+{
+	ASSERT_EQ(npurtMemset3D(vol_, 0x3c, make_npurtExtent(w, h, d)), npurtSuccess)
+	        << lastMessage();
+	std::vector<unsigned char> v = contents();
+	for (size_t z = 0; z < d; z++)
+		for (size_t y = 0; y < h; y++) {
+			ASSERT_EQ(at(v, 0, y, z), 0x3c) << y << "," << z;
+			ASSERT_EQ(at(v, w - 1, y, z), 0x3c) << y << "," << z;
+			ASSERT_EQ(at(v, w, y, z), 0x11) << "padding at " << y << "," << z;
+		}
+	// A smaller box (2 x 3 x 2) at (1, 1, 1): the pointer moved there.
+	npurtPitchedPtr inner = vol_;
+	inner.ptr = static_cast<char *>(vol_.ptr) + (vol_.ysize + 1) * vol_.pitch + 1;
+	npurt::Stream s(0);
+	ASSERT_EQ(npurtMemset3DAsync(inner, 0x77, make_npurtExtent(2, 3, 2), s.get()), npurtSuccess)
+	        << lastMessage();
+	s.synchronize();
+	v = contents();
+	for (size_t z = 0; z < d; z++)
+		for (size_t y = 0; y < h; y++)
+			for (size_t x = 0; x < 4; x++) {
+				bool in = z >= 1 && z < 3 && y >= 1 && y < 4 && x >= 1 && x < 3;
+				ASSERT_EQ(at(v, x, y, z), in ? 0x77 : 0x3c)
+				        << x << "," << y << "," << z;
+			}
+}
+
+TEST_F(Volume, Memcpy3DMovesBoxesBetweenHostAndDevice)
+{
+	// A dense host volume in, a box of it out.
+	std::vector<unsigned char> host(w * h * d);
+	for (size_t i = 0; i < host.size(); i++)
+		host[i] = static_cast<unsigned char>(i * 7 + 1);
+	npurtMemcpy3DParms in = {};
+	in.srcPtr = make_npurtPitchedPtr(host.data(), w, w, h);
+	in.dstPtr = vol_;
+	in.extent = make_npurtExtent(w, h, d);
+	in.kind = npurtMemcpyHostToDevice;
+	ASSERT_EQ(npurtMemcpy3D(&in), npurtSuccess) << lastMessage();
+	std::vector<unsigned char> v = contents();
+	for (size_t z = 0; z < d; z++)
+		for (size_t y = 0; y < h; y++)
+			for (size_t x = 0; x < w; x++)
+				ASSERT_EQ(at(v, x, y, z), host[(z * h + y) * w + x]);
+
+	// The 3 x 2 x 2 box at (5, 2, 1) into (0, 1, 1) of a small host volume.
+	std::vector<unsigned char> box(4 * 3 * 3, 0);
+	npurtMemcpy3DParms out = {};
+	out.srcPtr = vol_;
+	out.srcPos = make_npurtPos(5, 2, 1);
+	out.dstPtr = make_npurtPitchedPtr(box.data(), 4, 4, 3);
+	out.dstPos = make_npurtPos(0, 1, 1);
+	out.extent = make_npurtExtent(3, 2, 2);
+	out.kind = npurtMemcpyDefault;
+	npurt::Stream s(0);
+	ASSERT_EQ(npurtMemcpy3DAsync(&out, s.get()), npurtSuccess) << lastMessage();
+	s.synchronize();
+	for (size_t z = 0; z < 3; z++)
+		for (size_t y = 0; y < 3; y++)
+			for (size_t x = 0; x < 4; x++) {
+				bool in3 = z >= 1 && y >= 1 && x < 3;
+				unsigned char want =
+				        in3 ? host[((z - 1 + 1) * h + (y - 1 + 2)) * w + x + 5] : 0;
+				ASSERT_EQ(box[(z * 3 + y) * 4 + x], want)
+				        << x << "," << y << "," << z;
+			}
+}
+
+TEST_F(Volume, Memcpy3DBetweenDeviceVolumes)
+{
+	ASSERT_EQ(npurtMemset3D(vol_, 0x5a, make_npurtExtent(w, h, d)), npurtSuccess);
+	npurtPitchedPtr other{};
+	ASSERT_EQ(npurtMalloc3D(&other, make_npurtExtent(w, h, d)), npurtSuccess);
+	ASSERT_EQ(npurtMemset3D(other, 0, make_npurtExtent(w, h, d)), npurtSuccess);
+	npurtMemcpy3DParms p = {};
+	p.srcPtr = vol_;
+	p.dstPtr = other;
+	p.dstPos = make_npurtPos(10, 0, 2);
+	p.extent = make_npurtExtent(20, h, 2);
+	p.kind = npurtMemcpyDeviceToDevice;
+	ASSERT_EQ(npurtMemcpy3D(&p), npurtSuccess) << lastMessage();
+	std::vector<unsigned char> v(other.pitch * other.ysize * d);
+	ASSERT_EQ(npurtMemcpy(v.data(), other.ptr, v.size(), npurtMemcpyDeviceToHost),
+	          npurtSuccess);
+	for (size_t z = 0; z < d; z++)
+		for (size_t x = 0; x < w; x++) {
+			bool in = z >= 2 && x >= 10 && x < 30;
+			ASSERT_EQ(v[(z * other.ysize + h - 1) * other.pitch + x], in ? 0x5a : 0)
+			        << x << "," << z;
+		}
+	EXPECT_EQ(npurtFree(other.ptr), npurtSuccess);
+}
+
+TEST_F(Volume, BadBoxesAreRefusedBeforeAnythingMoves)
+{
+	npurtMemcpy3DParms p = {};
+	std::vector<unsigned char> host(w * h * d, 0xee);
+	p.srcPtr = make_npurtPitchedPtr(host.data(), w, w, h);
+	p.dstPtr = vol_;
+	p.extent = make_npurtExtent(w, h, d);
+	p.kind = npurtMemcpyHostToDevice;
+	p.dstPos = make_npurtPos(vol_.pitch - w + 1, 0, 0);
+	EXPECT_EQ(npurtMemcpy3D(&p), npurtErrorInvalidValue);
+	EXPECT_NE(lastMessage().find("dstPtr's rows of pitch"), std::string::npos) << lastMessage();
+	p.dstPos = make_npurtPos(0, 1, 0);
+	EXPECT_EQ(npurtMemcpy3D(&p), npurtErrorInvalidValue);
+	EXPECT_NE(lastMessage().find("slices of 5 rows do not hold 5 rows at y 1"),
+	          std::string::npos)
+	        << lastMessage();
+	p.dstPos = make_npurtPos(0, 0, 1);
+	EXPECT_EQ(npurtMemcpy3D(&p), npurtErrorInvalidValue);
+	EXPECT_NE(lastMessage().find("overrun"), std::string::npos) << lastMessage();
+	p.dstPos = make_npurtPos(0, 0, 0);
+	p.dstArray = &p;
+	EXPECT_EQ(npurtMemcpy3D(&p), npurtErrorInvalidValue);
+	EXPECT_NE(lastMessage().find("no NPU arrays"), std::string::npos) << lastMessage();
+	p.dstArray = nullptr;
+	p.srcPos = make_npurtPos(0, SIZE_MAX / 2, SIZE_MAX / 2);
+	p.srcPtr.ysize = SIZE_MAX;
+	EXPECT_EQ(npurtMemcpy3D(&p), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemcpy3D(nullptr), npurtErrorInvalidValue);
+	// Slices too short for the rows, a box past the end: no byte changes.
+	npurtPitchedPtr shortSlices = vol_;
+	shortSlices.ysize = h - 1;
+	EXPECT_EQ(npurtMemset3D(shortSlices, 0x99, make_npurtExtent(w, h, 2)),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemset3D(vol_, 0x99, make_npurtExtent(w, h, d + 1)), npurtErrorInvalidValue);
+	EXPECT_NE(lastMessage().find("overrun"), std::string::npos) << lastMessage();
+	EXPECT_EQ(npurtMemset3D(vol_, 0x99, make_npurtExtent(w + 1000, h, d)),
+	          npurtErrorInvalidValue);
+	npurtGetLastError();
+	std::vector<unsigned char> v = contents();
+	for (unsigned char c : v)
+		ASSERT_EQ(c, 0x11);
+	// Empty boxes are no-ops.
+	p.extent = make_npurtExtent(0, h, d);
+	EXPECT_EQ(npurtMemcpy3D(&p), npurtSuccess);
+	EXPECT_EQ(npurtMemset3D(vol_, 0x99, make_npurtExtent(w, 0, d)), npurtSuccess);
+}
+
 }  // namespace

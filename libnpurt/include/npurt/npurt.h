@@ -1050,6 +1050,78 @@ NPURT_API npurtError_t npurtMemset2D(void *devPtr, size_t pitch, int value, size
                                      size_t height);
 
 /*
+ * 3-D linear memory, as CUDA's cudaMalloc3D, cudaMemcpy3D and cudaMemset3D:
+ * a pitched pointer is rows of `pitch` bytes (xsize of them used), ysize
+ * rows to a slice; an extent is width bytes by height rows by depth
+ * slices, a position x bytes, y rows and z slices into a pitched pointer.
+ * There are no CUDA arrays: srcArray and dstArray must be NULL.
+ *
+ * npurtMalloc3D: height * depth rows of width bytes, the pitch as
+ * npurtMallocPitch's, xsize = width, ysize = height; freed by npurtFree.
+ * npurtMemcpy3D(Async): the box of `extent` at srcPos in srcPtr to dstPos
+ * in dstPtr, one strided copy (as npurtMemcpyStridedAsync: device, pinned
+ * and pageable memory, bounds checked over each side's extent). A box must
+ * fit its rows (x + width <= pitch) and, deeper than one slice, its slices
+ * (y + height <= ysize). npurtMemset3D(Async): width bytes of height rows
+ * of depth slices set to value; device memory only, at most three tasks.
+ */
+typedef struct npurtPitchedPtr {
+	void *ptr;
+	size_t pitch; /* bytes from one row to the next */
+	size_t xsize; /* bytes used in a row */
+	size_t ysize; /* rows in a slice */
+} npurtPitchedPtr;
+typedef struct npurtExtent {
+	size_t width; /* bytes */
+	size_t height; /* rows */
+	size_t depth; /* slices */
+} npurtExtent;
+typedef struct npurtPos {
+	size_t x, y, z; /* bytes, rows, slices */
+} npurtPos;
+typedef struct npurtMemcpy3DParms {
+	void *srcArray; /* NULL: no arrays */
+	npurtPos srcPos;
+	npurtPitchedPtr srcPtr;
+	void *dstArray; /* NULL */
+	npurtPos dstPos;
+	npurtPitchedPtr dstPtr;
+	npurtExtent extent;
+	npurtMemcpyKind kind;
+} npurtMemcpy3DParms;
+static inline npurtPitchedPtr make_npurtPitchedPtr(void *d, size_t p, size_t xsz, size_t ysz)
+{
+	npurtPitchedPtr r;
+	r.ptr = d;
+	r.pitch = p;
+	r.xsize = xsz;
+	r.ysize = ysz;
+	return r;
+}
+static inline npurtExtent make_npurtExtent(size_t w, size_t h, size_t d)
+{
+	npurtExtent e;
+	e.width = w;
+	e.height = h;
+	e.depth = d;
+	return e;
+}
+static inline npurtPos make_npurtPos(size_t x, size_t y, size_t z)
+{
+	npurtPos p;
+	p.x = x;
+	p.y = y;
+	p.z = z;
+	return p;
+}
+NPURT_API npurtError_t npurtMalloc3D(npurtPitchedPtr *pitchedDevPtr, npurtExtent extent);
+NPURT_API npurtError_t npurtMemcpy3DAsync(const npurtMemcpy3DParms *p, npurtStream_t stream);
+NPURT_API npurtError_t npurtMemcpy3D(const npurtMemcpy3DParms *p);
+NPURT_API npurtError_t npurtMemset3DAsync(npurtPitchedPtr pitchedDevPtr, int value,
+                                          npurtExtent extent, npurtStream_t stream);
+NPURT_API npurtError_t npurtMemset3D(npurtPitchedPtr pitchedDevPtr, int value, npurtExtent extent);
+
+/*
  * Strided copies, for views of tensors (transposes, permutes, slices,
  * broadcasts): element (i0, ..., i[ndim-1]) of elemSize bytes goes from
  * src + sum(i_d * srcStrides[d]) to dst + sum(i_d * dstStrides[d]);
@@ -1410,7 +1482,8 @@ NPURT_API npurtError_t npurtGraphExecEventWaitNodeSetEvent(npurtGraphExec_t hGra
 
 /* The synchronous calls on the calling thread's per-thread default stream,
  * which NPURT_API_PER_THREAD_DEFAULT_STREAM makes npurtMemcpy, npurtMemcpy2D,
- * npurtMemset, npurtMemset2D, npurtMemsetD16 and npurtMemsetD32. */
+ * npurtMemcpy3D, npurtMemset, npurtMemset2D, npurtMemset3D, npurtMemsetD16
+ * and npurtMemsetD32. */
 NPURT_API npurtError_t npurtMemcpy_ptds(void *dst, const void *src, size_t count,
                                         npurtMemcpyKind kind);
 NPURT_API npurtError_t npurtMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
@@ -1418,6 +1491,9 @@ NPURT_API npurtError_t npurtMemcpy2D_ptds(void *dst, size_t dpitch, const void *
 NPURT_API npurtError_t npurtMemset_ptds(void *devPtr, int value, size_t count);
 NPURT_API npurtError_t npurtMemset2D_ptds(void *devPtr, size_t pitch, int value, size_t width,
                                           size_t height);
+NPURT_API npurtError_t npurtMemcpy3D_ptds(const npurtMemcpy3DParms *p);
+NPURT_API npurtError_t npurtMemset3D_ptds(npurtPitchedPtr pitchedDevPtr, int value,
+                                          npurtExtent extent);
 NPURT_API npurtError_t npurtMemsetD16_ptds(void *devPtr, unsigned short value, size_t count);
 NPURT_API npurtError_t npurtMemsetD32_ptds(void *devPtr, unsigned int value, size_t count);
 
@@ -1479,6 +1555,8 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 #define npurtMemcpy2D npurtMemcpy2D_ptds
 #define npurtMemset npurtMemset_ptds
 #define npurtMemset2D npurtMemset2D_ptds
+#define npurtMemcpy3D npurtMemcpy3D_ptds
+#define npurtMemset3D npurtMemset3D_ptds
 #define npurtMemsetD16 npurtMemsetD16_ptds
 #define npurtMemsetD32 npurtMemsetD32_ptds
 #define npurtMemcpyAsync(d, s, n, k, st) npurtMemcpyAsync(d, s, n, k, npurtPerThreadStream_(st))
@@ -1489,6 +1567,8 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 	npurtMemcpy2DAsync(d, dp, s, sp, w, h, k, npurtPerThreadStream_(st))
 #define npurtMemset2DAsync(d, p, v, w, h, st) \
 	npurtMemset2DAsync(d, p, v, w, h, npurtPerThreadStream_(st))
+#define npurtMemcpy3DAsync(p, st) npurtMemcpy3DAsync(p, npurtPerThreadStream_(st))
+#define npurtMemset3DAsync(p, v, e, st) npurtMemset3DAsync(p, v, e, npurtPerThreadStream_(st))
 #define npurtMemcpyStridedAsync(d, ds, s, ss, sz, nd, es, k, st) \
 	npurtMemcpyStridedAsync(d, ds, s, ss, sz, nd, es, k, npurtPerThreadStream_(st))
 #define npurtMallocAsync(p, n, st) npurtMallocAsync(p, n, npurtPerThreadStream_(st))

@@ -405,6 +405,27 @@ npurtError_t copy(const char *api, void *dst, const void *src, size_t count, npu
 
 // count elements of width bytes (1, 2 or 4, the FILL packet's widths)
 // set to the width's low bytes of value, little-endian.
+// A fill's stream, and devPtr checked to be device memory of its context
+// holding `bytes`.
+npurtError_t fillTarget(const char *api, void *devPtr, uint64_t bytes, npurtStream_t stream,
+                        Stream **out)
+{
+	Stream *s = nullptr;
+	if (npurtError_t err = resolveStream(stream, &s, api))
+		return err;
+	Operand d;
+	if (npurtError_t err = classify(api, "devPtr", devPtr, s, &d))
+		return err;
+	if (d.side != Side::Device)
+		return setError(npurtErrorInvalidValue, std::string(api) + ": " +
+		                                                hexAddr(addrOf(devPtr)) +
+		                                                " is not device memory");
+	if (npurtError_t err = checkBounds(api, "devPtr", devPtr, bytes, d.dev))
+		return err;
+	*out = s;
+	return npurtSuccess;
+}
+
 npurtError_t fill(const char *api, void *devPtr, uint32_t value, unsigned width, size_t count,
                   npurtStream_t stream, bool sync, const CallSite &site)
 {
@@ -422,16 +443,7 @@ npurtError_t fill(const char *api, void *devPtr, uint32_t value, unsigned width,
 		                std::string(api) + ": " + std::to_string(count) + " elements of " +
 		                        std::to_string(width) + " bytes overflow a size");
 	Stream *s = nullptr;
-	if (npurtError_t err = resolveStream(stream, &s, api))
-		return err;
-	Operand d;
-	if (npurtError_t err = classify(api, "devPtr", devPtr, s, &d))
-		return err;
-	if (d.side != Side::Device)
-		return setError(npurtErrorInvalidValue, std::string(api) + ": " +
-		                                                hexAddr(addrOf(devPtr)) +
-		                                                " is not device memory");
-	if (npurtError_t err = checkBounds(api, "devPtr", devPtr, bytes, d.dev))
+	if (npurtError_t err = fillTarget(api, devPtr, bytes, stream, &s))
 		return err;
 	if (width < 4)
 		value &= (1u << (8 * width)) - 1;
@@ -771,16 +783,7 @@ npurtError_t planFillPitched(const char *api, void *devPtr, const PitchedBox &bo
 	// The whole extent is checked before the first row is filled, so a
 	// bad height or depth leaves the memory untouched.
 	Stream *s = nullptr;
-	if (npurtError_t err = resolveStream(stream, &s, api))
-		return err;
-	Operand d;
-	if (npurtError_t err = classify(api, "devPtr", devPtr, s, &d))
-		return err;
-	if (d.side != Side::Device)
-		return setError(npurtErrorInvalidValue, std::string(api) + ": " +
-		                                                hexAddr(addrOf(devPtr)) +
-		                                                " is not device memory");
-	if (npurtError_t err = checkBounds(api, "devPtr", devPtr, extent, d.dev))
+	if (npurtError_t err = fillTarget(api, devPtr, extent, stream, &s))
 		return err;
 	const bool more = height > 1 || depth > 1;
 	if (npurtError_t err = fill(api, devPtr, value, 1, width, stream, sync && !more, site))

@@ -215,3 +215,35 @@ def test_device_memory_used_and_clock_rate(dev):
     assert npu.device_memory_used() <= total
     assert npu.clock_rate() == npu.get_device_properties(0).clock_rate_hz // 1000000
     del keep
+
+
+def test_cuda_style_properties_and_capability(dev):
+    p = npu.get_device_properties(0)
+    assert npu.get_device_capability() == (p.major, p.minor)
+    assert p.major >= 1
+    assert p.multi_processor_count == p.compute_engine_count
+    assert p.is_integrated == 0 and p.is_multi_gpu_board == 0
+    assert p.pci_bus_id == "0000:00:%02x.0" % 0
+
+
+def test_device_of_follows_the_tensor(dev):
+    npu.set_device(0)
+    t = torch.ones(2, device=dev)
+    with npu.device_of(t):
+        assert npu.current_device() == t.device.index
+    with npu.device_of(torch.ones(2)):  # a CPU tensor changes nothing
+        assert npu.current_device() == 0
+    if npu.device_count() > 1:
+        u = torch.ones(2, device=npu.torch_device(1))
+        with npu.device_of(u):
+            assert npu.current_device() == 1
+        assert npu.current_device() == 0
+
+
+def test_can_device_access_peer(dev):
+    n = npu.device_count()
+    for a in range(n):
+        for b in range(n):
+            assert npu.can_device_access_peer(a, b) == (n > 1 and a != b)
+    with pytest.raises(IndexError):
+        npu.can_device_access_peer(0, n)

@@ -203,3 +203,34 @@ def test_dump_snapshot_for_memory_viz(dev, tmp_path):
     for key in ("device", "address", "total_size", "allocated_size", "active_size",
                 "stream", "segment_type"):
         assert key in seg
+
+
+def test_caching_allocator_alloc_and_delete(dev):
+    base = npu.memory_allocated()
+    ptr = npu.caching_allocator_alloc(1 << 20)
+    assert isinstance(ptr, int) and ptr != 0
+    assert npu.memory_allocated() >= base + (1 << 20)
+    npu.caching_allocator_delete(ptr)
+    assert npu.memory_allocated() == base
+    with pytest.raises(RuntimeError, match="npurtFree"):
+        npu.caching_allocator_delete(ptr)  # freed already
+    with pytest.raises(ValueError, match="not on NPU"):
+        if npu.device_count() > 1:
+            npu.caching_allocator_alloc(16, 0, npu.Stream(device=1))
+        else:
+            raise ValueError("not on NPU (one NPU: nothing to mix)")
+    assert npu.get_allocator_backend() == "native"
+
+
+def test_nested_stats_and_deprecated_names(dev):
+    x = torch.empty(1 << 20, device=dev)
+    nested = npu.memory_stats_as_nested_dict()
+    assert nested["allocated_bytes"]["all"]["current"] == npu.memory_allocated()
+    with pytest.warns(FutureWarning):
+        assert npu.memory_cached() == npu.memory_reserved()
+    with pytest.warns(FutureWarning):
+        assert npu.max_memory_cached() == npu.max_memory_reserved()
+    with pytest.warns(FutureWarning):
+        npu.reset_max_memory_allocated()
+    assert npu.max_memory_allocated() == npu.memory_allocated()
+    del x

@@ -515,6 +515,16 @@ py::dict deviceProperties(int device)
 	d["clock_rate_hz"] = p.clockRateHz;
 	d["driver_api_version"] = p.driverApiVersion;
 	d["emulated"] = p.emulated != 0;
+	// torch.cuda's property names, for code written against them.
+	d["major"] = p.major;
+	d["minor"] = p.minor;
+	d["multi_processor_count"] = p.multiProcessorCount;
+	d["is_integrated"] = p.integrated;
+	d["is_multi_gpu_board"] = p.isMultiGpuBoard;
+	char bus[16] = {};
+	check(npurtDeviceGetPCIBusId(bus, sizeof(bus), checkedDevice(device)),
+	      "npurtDeviceGetPCIBusId");
+	d["pci_bus_id"] = std::string(bus);
 	return d;
 }
 
@@ -623,6 +633,19 @@ PYBIND11_MODULE(_C, m)
 	m.def("_autocast_registered", &autocastRegistered);
 	m.def("_mem_usage", &memUsage);
 	m.def("_utilization", &utilization);
+	m.def("_can_access_peer", [](int d, int peer) {
+		int can = 0;
+		check(npurtDeviceCanAccessPeer(&can, checkedDevice(d), checkedDevice(peer)),
+		      "npurtDeviceCanAccessPeer");
+		return can != 0;
+	});
+	// torch.cuda.caching_allocator_alloc/delete: the tensors' allocator.
+	m.def("_raw_alloc", [](size_t n, int d) {
+		c10::DeviceGuard guard(c10::Device(kNpu, static_cast<c10::DeviceIndex>(
+		                                                  checkedDevice(d))));
+		return reinterpret_cast<uintptr_t>(allocator()->raw_allocate(n));
+	});
+	m.def("_raw_delete", [](uintptr_t p) { rawDelete(reinterpret_cast<void *>(p)); });
 	m.def("_processes", &processes);
 	m.def("_memory_snapshot", &memSnapshot);
 	m.def("_set_allocator_settings", &setAllocatorSettings);

@@ -617,6 +617,14 @@ void freeToRuntime(void *p)
 		             runtimeMessage(err).c_str());
 }
 
+void rawDelete(void *p)
+{
+	if (!p || capturePoolFree(p))
+		return;
+	RelaxedCaptureMode relaxed;
+	check(npurtFree(p), "npurtFree");
+}
+
 void throwOutOfMemory(int device, size_t n)
 {
 	std::string runtime = runtimeMessage(npurtErrorMemoryAllocation);

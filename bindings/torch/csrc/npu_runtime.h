@@ -108,6 +108,9 @@ c10::Allocator *allocator();
 [[noreturn]] void throwOutOfMemory(int device, size_t n);
 // npurtFree, reporting (once) a failure: deleters cannot throw.
 void freeToRuntime(void *p);
+// caching_allocator_delete: as the allocator's deleter, but a pointer that
+// is not a live block raises (npurtFree's error) instead of being logged.
+void rawDelete(void *p);
 
 // Graph capture (npu_graph.cpp). Memory for a capture of an NPUGraph comes
 // from its private pool: capturePoolAllocate returns a block of it when the

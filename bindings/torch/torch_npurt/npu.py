@@ -10,6 +10,7 @@ import os
 import pickle
 import re
 import threading
+import warnings
 
 import torch
 
@@ -37,6 +38,9 @@ __all__ = [
     "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
     "set_rng_state_all", "init", "is_initialized", "memory",
     "utilization", "memory_usage", "device_memory_used", "clock_rate", "list_gpu_processes",
+    "get_device_capability", "can_device_access_peer", "memory_stats_as_nested_dict",
+    "memory_cached", "max_memory_cached", "reset_max_memory_allocated", "reset_max_memory_cached",
+    "get_allocator_backend", "caching_allocator_alloc", "caching_allocator_delete", "device_of",
 ]
 
 
@@ -115,6 +119,19 @@ def get_device_name(device=None):
     return get_device_properties(device).name
 
 
+def get_device_capability(device=None):
+    """(major, minor) of the NPU's architecture (libnpurt's properties), as
+    torch.cuda.get_device_capability."""
+    p = get_device_properties(device)
+    return (p.major, p.minor)
+
+
+def can_device_access_peer(device, peer_device):
+    """Whether `device` can reach `peer_device`'s memory directly (libnpurt's
+    npurtDeviceCanAccessPeer), as torch.cuda.can_device_access_peer."""
+    return bool(_C._can_access_peer(_index(device, False), _index(peer_device, False)))
+
+
 class device:
     """Context manager that makes `idx` the current NPU."""
 
@@ -131,6 +148,16 @@ class device:
         if self.prev >= 0:
             set_device(self.prev)
         return False
+
+
+class device_of(device):
+    """Makes the current device that of `obj` (a tensor or storage) for a
+    scope; one not on an NPU changes nothing (torch.cuda.device_of)."""
+
+    def __init__(self, obj):
+        dev = getattr(obj, "device", None)
+        on_npu = dev is not None and dev.type == _DEVICE_TYPE
+        super().__init__(dev.index if on_npu else None)
 
 
 # ------------------------------------------------------------------ streams
@@ -352,6 +379,63 @@ def max_memory_reserved(device=None):
 
 def reset_peak_memory_stats(device=None):
     _C._reset_peak_memory_stats(_index(device))
+
+
+def memory_stats_as_nested_dict(device=None):
+    """memory_stats() with its dotted keys split into nested dicts, as
+    torch.cuda.memory_stats_as_nested_dict."""
+    nested = {}
+    for key, value in memory_stats(device).items():
+        node = nested
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return nested
+
+
+# torch.cuda's deprecated names, which older code still calls.
+def memory_cached(device=None):
+    warnings.warn("memory_cached is deprecated: use memory_reserved", FutureWarning)
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None):
+    warnings.warn("max_memory_cached is deprecated: use max_memory_reserved", FutureWarning)
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_allocated(device=None):
+    warnings.warn("reset_max_memory_allocated resets all peaks now: use "
+                  "reset_peak_memory_stats", FutureWarning)
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device=None):
+    warnings.warn("reset_max_memory_cached resets all peaks now: use "
+                  "reset_peak_memory_stats", FutureWarning)
+    reset_peak_memory_stats(device)
+
+
+def get_allocator_backend():
+    """'native': libnpurt's caching pool (there is no other)."""
+    return "native"
+
+
+def caching_allocator_alloc(size, device=None, stream=None):
+    """`size` bytes from the allocator tensors use, on `device`; an int
+    address, freed by caching_allocator_delete. libnpurt frees safely
+    whatever the stream (memory is reused only after the work queued on it
+    has run), so `stream` only has to be one of `device`'s."""
+    dev = _index(device)
+    if stream is not None and stream.device.index != dev:
+        raise ValueError("stream %r is not on NPU %d" % (stream, dev))
+    return _C._raw_alloc(int(size), dev)
+
+
+def caching_allocator_delete(mem_ptr):
+    """Frees memory from caching_allocator_alloc; any other address raises."""
+    _C._raw_delete(int(mem_ptr))
 
 
 def empty_cache(device=None):

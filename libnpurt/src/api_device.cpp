@@ -404,6 +404,57 @@ npurtError_t npurtGetDeviceFlags(unsigned int *flags)
 	}
 }
 
+npurtError_t npurtDeviceSetLimit(npurtLimit limit, size_t value)
+{
+	try {
+		const char *api = "npurtDeviceSetLimit";
+		const int which = static_cast<int>(limit);
+		if (which < 0 || which >= npurt::Device::kLimits)
+			return npurt::setError(npurtErrorInvalidValue,
+			                       std::string(api) + ": limit " +
+			                               std::to_string(which) + " does not exist");
+		if (limit == npurtLimitMaxL2FetchGranularity && value > 128)
+			return npurt::setError(npurtErrorInvalidValue,
+			                       std::string(api) +
+			                               ": the L2 fetch granularity is at "
+			                               "most 128 bytes, not " +
+			                               std::to_string(value));
+		if (limit == npurtLimitPersistingL2CacheSize && value)
+			return npurt::setError(
+			        npurtErrorInvalidValue,
+			        std::string(api) +
+			                ": the NPU has no L2 cache to set aside (0 only)");
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		rt.device(npurt::threadDevice()).setDeviceLimit(which, value);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtDeviceSetLimit");
+	}
+}
+
+npurtError_t npurtDeviceGetLimit(size_t *pValue, npurtLimit limit)
+{
+	try {
+		const char *api = "npurtDeviceGetLimit";
+		if (!pValue)
+			return nullArgument(api, "pValue");
+		const int which = static_cast<int>(limit);
+		if (which < 0 || which >= npurt::Device::kLimits)
+			return npurt::setError(npurtErrorInvalidValue,
+			                       std::string(api) + ": limit " +
+			                               std::to_string(which) + " does not exist");
+		Runtime &rt = Runtime::instance();
+		if (npurtError_t err = rt.start())
+			return err;
+		*pValue = rt.device(npurt::threadDevice()).deviceLimit(which);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtDeviceGetLimit");
+	}
+}
+
 npurtError_t npurtDeviceGetPCIBusId(char *pciBusId, int len, int device)
 {
 	try {

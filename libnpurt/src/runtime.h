@@ -51,6 +51,18 @@ public:
 	uint64_t limit() const { return limit_.load(std::memory_order_relaxed); }
 	void setLimit(uint64_t bytes) { limit_.store(bytes, std::memory_order_relaxed); }
 
+	// npurtDeviceSetLimit's values (npurtLimit indexes them): kept, used
+	// by nothing on an NPU. Any thread.
+	static constexpr int kLimits = 7;
+	size_t deviceLimit(int which) const
+	{
+		return limits_[which].load(std::memory_order_relaxed);
+	}
+	void setDeviceLimit(int which, size_t v)
+	{
+		limits_[which].store(v, std::memory_order_relaxed);
+	}
+
 	// npurtDeviceGetUtilization's window: stores the reading that ends
 	// one window and starts the next; returns the one before (a
 	// sampleNs of 0: there was none). Any thread.
@@ -66,6 +78,7 @@ private:
 	std::atomic<unsigned> flags_{0};
 	std::atomic<uint64_t> reserved_{0};
 	std::atomic<uint64_t> limit_{0};
+	std::atomic<size_t> limits_[kLimits] = {1024, 1 << 20, 8 << 20, 2, 2048, 64, 0};
 	std::mutex sampleMutex_;  // guards lastSample_
 	EngineSample lastSample_;
 };

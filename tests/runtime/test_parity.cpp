@@ -13,6 +13,8 @@
 
 #include "gate.h"
 #include "npurt/npurt.h"
+#include "npurt/npurt.hpp"
+#include "npurt_profiler_api.h"
 #include "ptds_unit.h"
 #include "vm_knobs.h"
 
@@ -385,6 +387,46 @@ TEST_F(Parity, PerThreadDefaultStreamAtCompileTime)
 	for (size_t i = 0; i < box.size(); i++)
 		ASSERT_EQ(box[i], i < 64 && i % 16 < 8 ? 0x25 : 0x24) << i;
 	npurtFree(d);
+}
+
+// cudaDeviceSetLimit/GetLimit: CUDA's defaults; a value set is read back
+// on the device it was set for; unknown limits and impossible values are
+// refused.
+TEST_F(Parity, DeviceLimitsKeepWhatWasSet)
+{
+	size_t v = 0;
+	ASSERT_EQ(npurtDeviceGetLimit(&v, npurtLimitMallocHeapSize), npurtSuccess);
+	EXPECT_EQ(v, size_t{8} << 20);
+	ASSERT_EQ(npurtDeviceGetLimit(&v, npurtLimitStackSize), npurtSuccess);
+	EXPECT_EQ(v, 1024u);
+	ASSERT_EQ(npurtDeviceSetLimit(npurtLimitMallocHeapSize, 128 << 20), npurtSuccess);
+	ASSERT_EQ(npurtDeviceGetLimit(&v, npurtLimitMallocHeapSize), npurtSuccess);
+	EXPECT_EQ(v, size_t{128} << 20);
+	if (npurt::deviceCount() > 1) {
+		ASSERT_EQ(npurtSetDevice(1), npurtSuccess);
+		ASSERT_EQ(npurtDeviceGetLimit(&v, npurtLimitMallocHeapSize), npurtSuccess);
+		EXPECT_EQ(v, size_t{8} << 20) << "another device's limit";
+		ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
+	}
+	EXPECT_EQ(npurtDeviceSetLimit(npurtLimitMallocHeapSize, 8 << 20), npurtSuccess);
+	EXPECT_EQ(npurtDeviceSetLimit(static_cast<npurtLimit>(7), 1), npurtErrorInvalidValue);
+	EXPECT_NE(lastMessage().find("limit 7 does not exist"), std::string::npos) << lastMessage();
+	EXPECT_EQ(npurtDeviceSetLimit(static_cast<npurtLimit>(-1), 1), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtDeviceGetLimit(&v, static_cast<npurtLimit>(99)), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtDeviceGetLimit(nullptr, npurtLimitStackSize), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtDeviceSetLimit(npurtLimitMaxL2FetchGranularity, 256),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtDeviceSetLimit(npurtLimitPersistingL2CacheSize, 1 << 20),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtDeviceSetLimit(npurtLimitPersistingL2CacheSize, 0), npurtSuccess);
+	npurtGetLastError();
+}
+
+// <cuda_profiler_api.h> ports to <npurt_profiler_api.h>.
+TEST_F(Parity, ProfilerApiHeader)
+{
+	ASSERT_EQ(npurtProfilerStart(), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtProfilerStop(), npurtSuccess) << lastMessage();
 }
 
 // The overloads CUDA's header gives C++ callers compile and work.

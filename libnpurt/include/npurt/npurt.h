@@ -234,6 +234,26 @@ NPURT_API npurtError_t npurtSetDeviceFlags(unsigned int flags);
 NPURT_API npurtError_t npurtGetDeviceFlags(unsigned int *flags);
 
 /*
+ * Per-device limits, with CUDA's names and defaults (cudaDeviceSetLimit).
+ * The NPU runs ops, not user kernels: there is no device-side stack,
+ * printf FIFO, malloc heap, nested launch or L2 residency to size, so a
+ * value set is kept (and read back) for the current device and changes
+ * nothing, as CUDA code that sizes them before launching expects. An
+ * unknown limit is npurtErrorInvalidValue.
+ */
+typedef enum npurtLimit {
+	npurtLimitStackSize = 0x00, /* default 1024 */
+	npurtLimitPrintfFifoSize = 0x01, /* default 1 MiB */
+	npurtLimitMallocHeapSize = 0x02, /* default 8 MiB */
+	npurtLimitDevRuntimeSyncDepth = 0x03, /* default 2 */
+	npurtLimitDevRuntimePendingLaunchCount = 0x04, /* default 2048 */
+	npurtLimitMaxL2FetchGranularity = 0x05, /* default 64, at most 128 */
+	npurtLimitPersistingL2CacheSize = 0x06 /* 0 only: no L2 to set aside */
+} npurtLimit;
+NPURT_API npurtError_t npurtDeviceSetLimit(npurtLimit limit, size_t value);
+NPURT_API npurtError_t npurtDeviceGetLimit(size_t *pValue, npurtLimit limit);
+
+/*
  * Monitoring, as NVML's utilisation rates and running processes (what
  * torch.cuda.utilization and list_gpu_processes read).
  *

@@ -805,6 +805,13 @@ void CachingAllocator::resetPeakStats()
 		s->peak = s->current;
 }
 
+void CachingAllocator::resetAccumulatedStats()
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	stats_.segmentAllocs = stats_.segmentFrees = stats_.ooms = 0;
+	stats_.cacheFlushRetries = stats_.allocCalls = stats_.freeCalls = 0;
+}
+
 bool CachingAllocator::lookup(uint64_t addr, uint64_t *base, size_t *size) const
 {
 	std::lock_guard<std::mutex> lock(mutex_);

@@ -357,6 +357,8 @@ public:
 	AllocatorStats stats() const;
 	PoolSnapshot snapshot() const;
 	void resetPeakStats();
+	// Zeroes the counters (allocations, frees, segments, OOMs, retries).
+	void resetAccumulatedStats();
 	// The live allocation containing addr: its base and requested size.
 	// False if addr is not inside a live allocation.
 	bool lookup(uint64_t addr, uint64_t *base, size_t *size) const;

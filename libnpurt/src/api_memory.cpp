@@ -450,6 +450,20 @@ npurtError_t npurtMemGetStats(npurtMemStats *stats)
 	}
 }
 
+npurtError_t npurtMemResetAccumulatedStats(void)
+{
+	try {
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, "npurtMemResetAccumulatedStats"))
+			return err;
+		c->pool().resetAccumulatedStats();
+		c->hostPool().resetAccumulatedStats();
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMemResetAccumulatedStats");
+	}
+}
+
 npurtError_t npurtMemResetPeakStats(void)
 {
 	try {

@@ -192,6 +192,13 @@ npurtHostMemStats HostPool::stats()
 	return stats_;
 }
 
+void HostPool::resetAccumulatedStats()
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	stats_.hostAllocs = stats_.hostFrees = 0;
+	stats_.allocCalls = stats_.freeCalls = stats_.cacheHits = 0;
+}
+
 void HostPool::resetPeakStats()
 {
 	std::lock_guard<std::mutex> lock(mutex_);

@@ -51,6 +51,8 @@ public:
 	void emptyCache();
 	npurtHostMemStats stats();
 	void resetPeakStats();
+	// Zeroes the counters (pins, unpins, calls, cache hits).
+	void resetAccumulatedStats();
 
 private:
 	struct Parked {

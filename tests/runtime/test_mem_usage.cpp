@@ -226,6 +226,50 @@ TEST(MemUsageChild, AllocatesPastTheParentsLimit)
 	EXPECT_EQ(npurtFree(p), npurtSuccess);
 }
 
+// npurtMemResetPeakStats brings peaks down to the current values;
+// npurtMemResetAccumulatedStats zeroes the counters and keeps the gauges.
+TEST_F(MemUsage, PeakAndAccumulatedResets)
+{
+	void *a = nullptr, *h = nullptr;
+	ASSERT_EQ(npurtMalloc(&a, 8 * kMiB), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMallocHost(&h, 4096), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtFree(a), npurtSuccess);
+	ASSERT_EQ(npurtFreeHost(h), npurtSuccess);
+	npurtMemStats st{};
+	npurtHostMemStats hs{};
+	ASSERT_EQ(npurtMemGetStats(&st), npurtSuccess);
+	ASSERT_EQ(npurtHostMemGetStats(&hs), npurtSuccess);
+	EXPECT_GT(st.allocCalls, 0u);
+	EXPECT_GT(st.freeCalls, 0u);
+	EXPECT_GT(hs.allocCalls, 0u);
+	EXPECT_GE(st.allocatedBytesPeak, st.allocatedBytes + 8 * kMiB);
+	const uint64_t reserved = st.reservedBytes, peak = st.allocatedBytesPeak;
+
+	ASSERT_EQ(npurtMemResetAccumulatedStats(), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMemGetStats(&st), npurtSuccess);
+	ASSERT_EQ(npurtHostMemGetStats(&hs), npurtSuccess);
+	EXPECT_EQ(st.allocCalls, 0u);
+	EXPECT_EQ(st.freeCalls, 0u);
+	EXPECT_EQ(st.deviceAllocs, 0u);
+	EXPECT_EQ(st.deviceFrees, 0u);
+	EXPECT_EQ(st.ooms, 0u);
+	EXPECT_EQ(st.cacheFlushes, 0u);
+	EXPECT_EQ(hs.allocCalls, 0u);
+	EXPECT_EQ(hs.freeCalls, 0u);
+	EXPECT_EQ(hs.cacheHits, 0u);
+	EXPECT_EQ(st.reservedBytes, reserved) << "gauges stay";
+	EXPECT_EQ(st.allocatedBytesPeak, peak) << "peaks stay";
+
+	ASSERT_EQ(npurtMemResetPeakStats(), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMemGetStats(&st), npurtSuccess);
+	EXPECT_EQ(st.allocatedBytesPeak, st.allocatedBytes);
+	EXPECT_EQ(st.reservedBytesPeak, st.reservedBytes);
+	ASSERT_EQ(npurtMalloc(&a, 4096), npurtSuccess);
+	ASSERT_EQ(npurtMemGetStats(&st), npurtSuccess);
+	EXPECT_EQ(st.allocCalls, 1u);
+	EXPECT_EQ(npurtFree(a), npurtSuccess);
+}
+
 TEST_F(MemUsage, LimitIsPerProcess)
 {
 	npurtMemUsage u = usage();

@@ -234,3 +234,19 @@ def test_nested_stats_and_deprecated_names(dev):
         npu.reset_max_memory_allocated()
     assert npu.max_memory_allocated() == npu.memory_allocated()
     del x
+
+
+def test_reset_accumulated_memory_stats(dev):
+    x = torch.empty(1 << 20, device=dev)
+    del x
+    s = npu.memory_stats()
+    assert s["allocation.all.allocated"] > 0 and s["allocation.all.freed"] > 0
+    peak = s["allocated_bytes.all.peak"]
+    npu.reset_accumulated_memory_stats()
+    s = npu.memory_stats()
+    assert s["allocation.all.allocated"] == 0 and s["allocation.all.freed"] == 0
+    assert s["segment.all.allocated"] == 0 and s["num_ooms"] == 0
+    assert s["allocated_bytes.all.peak"] == peak, "peaks stay"
+    y = torch.empty(16, device=dev)
+    assert npu.memory_stats()["allocation.all.allocated"] == 1
+    del y

@@ -619,6 +619,10 @@ PYBIND11_MODULE(_C, m)
 		DeviceScope scope(checkedDevice(d));
 		check(npurtMemResetPeakStats(), "npurtMemResetPeakStats");
 	});
+	m.def("_reset_accumulated_memory_stats", [](int d) {
+		DeviceScope scope(checkedDevice(d));
+		check(npurtMemResetAccumulatedStats(), "npurtMemResetAccumulatedStats");
+	});
 	m.def("_empty_cache", [](int d) {
 		DeviceScope scope(checkedDevice(d));
 		check(npurtMemEmptyCache(), "npurtMemEmptyCache");
@@ -641,8 +645,8 @@ PYBIND11_MODULE(_C, m)
 	});
 	// torch.cuda.caching_allocator_alloc/delete: the tensors' allocator.
 	m.def("_raw_alloc", [](size_t n, int d) {
-		c10::DeviceGuard guard(c10::Device(kNpu, static_cast<c10::DeviceIndex>(
-		                                                  checkedDevice(d))));
+		c10::DeviceGuard guard(
+		        c10::Device(kNpu, static_cast<c10::DeviceIndex>(checkedDevice(d))));
 		return reinterpret_cast<uintptr_t>(allocator()->raw_allocate(n));
 	});
 	m.def("_raw_delete", [](uintptr_t p) { rawDelete(reinterpret_cast<void *>(p)); });

@@ -41,6 +41,7 @@ __all__ = [
     "get_device_capability", "can_device_access_peer", "memory_stats_as_nested_dict",
     "memory_cached", "max_memory_cached", "reset_max_memory_allocated", "reset_max_memory_cached",
     "get_allocator_backend", "caching_allocator_alloc", "caching_allocator_delete", "device_of",
+    "reset_accumulated_memory_stats",
 ]
 
 
@@ -379,6 +380,12 @@ def max_memory_reserved(device=None):
 
 def reset_peak_memory_stats(device=None):
     _C._reset_peak_memory_stats(_index(device))
+
+
+def reset_accumulated_memory_stats(device=None):
+    """Zeroes the pool's counters (allocations, frees, segments, OOMs,
+    retries), as torch.cuda.reset_accumulated_memory_stats."""
+    _C._reset_accumulated_memory_stats(_index(device))
 
 
 def memory_stats_as_nested_dict(device=None):

@@ -424,6 +424,10 @@ NPURT_API npurtError_t npurtMemGetStats(npurtMemStats *stats);
 NPURT_API npurtError_t npurtMemSetAllocatorConfig(const char *config);
 NPURT_API npurtError_t npurtMemGetAllocatorConfig(char *config, size_t len);
 NPURT_API npurtError_t npurtMemResetPeakStats(void);
+/* Zeroes the counters of npurtMemGetStats and npurtHostMemGetStats
+ * (allocations, frees, segments, OOMs, retries, cache hits) of the
+ * current context's pools; current and peak values stay. */
+NPURT_API npurtError_t npurtMemResetAccumulatedStats(void);
 NPURT_API npurtError_t npurtMemEmptyCache(void);
 
 /*

@@ -392,6 +392,17 @@ npurtError_t npurtStreamGetFlags(npurtStream_t stream, unsigned int *flags)
 	return npurtSuccess;
 }
 
+npurtError_t npurtStreamGetDevice(npurtStream_t stream, int *device)
+{
+	if (!device)
+		return nullArgument("npurtStreamGetDevice", "device");
+	Stream *s = nullptr;
+	if (npurtError_t err = npurt::resolveStream(stream, &s, "npurtStreamGetDevice"))
+		return err;
+	*device = s->ctx().ordinal();
+	return npurtSuccess;
+}
+
 npurtError_t npurtStreamWaitEvent(npurtStream_t stream, npurtEvent_t event, unsigned int flags)
 {
 	try {

@@ -422,6 +422,30 @@ TEST_F(Parity, DeviceLimitsKeepWhatWasSet)
 	npurtGetLastError();
 }
 
+// cudaStreamGetDevice: the device of the stream's context.
+TEST_F(Parity, StreamGetDevice)
+{
+	for (int d = 0; d < npurt::deviceCount(); d++) {
+		ASSERT_EQ(npurtSetDevice(d), npurtSuccess);
+		npurtStream_t s = nullptr;
+		ASSERT_EQ(npurtStreamCreate(&s), npurtSuccess) << lastMessage();
+		ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
+		int dev = -1;
+		ASSERT_EQ(npurtStreamGetDevice(s, &dev), npurtSuccess) << lastMessage();
+		EXPECT_EQ(dev, d);
+		dev = -1;
+		ASSERT_EQ(npurtStreamGetDevice(nullptr, &dev), npurtSuccess);
+		EXPECT_EQ(dev, 0) << "NULL is the current device's";
+		EXPECT_EQ(npurtStreamDestroy(s), npurtSuccess);
+		EXPECT_EQ(npurtStreamGetDevice(s, &dev), npurtErrorInvalidHandle);
+	}
+	int dev = 0;
+	EXPECT_EQ(npurtStreamGetDevice(reinterpret_cast<npurtStream_t>(0xdead0000), &dev),
+	          npurtErrorInvalidHandle);
+	EXPECT_EQ(npurtStreamGetDevice(nullptr, nullptr), npurtErrorInvalidValue);
+	npurtGetLastError();
+}
+
 // <cuda_profiler_api.h> ports to <npurt_profiler_api.h>.
 TEST_F(Parity, ProfilerApiHeader)
 {

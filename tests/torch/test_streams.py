@@ -1,3 +1,5 @@
+import ctypes
+
 import pytest
 import torch
 
@@ -166,3 +168,57 @@ def test_stream_context_manager_per_thread(dev):
         t.join(timeout=120)
     assert not errors, errors
     assert not any(t.is_alive() for t in threads)
+
+
+def _libnpurt():
+    # The libnpurt the extension loaded (another C library in this process
+    # would call the same one).
+    with open("/proc/self/maps") as maps:
+        path = next(line.split()[-1] for line in maps if "libnpurt.so" in line)
+    lib = ctypes.CDLL(path)
+    lib.npurtStreamCreateWithFlags.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint]
+    lib.npurtStreamDestroy.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+def test_external_stream_runs_torch_work(dev):
+    lib = _libnpurt()
+    handle = ctypes.c_void_p()
+    assert lib.npurtStreamCreateWithFlags(ctypes.byref(handle), 1) == 0
+    s = npu.ExternalStream(handle.value)
+    assert s.npu_stream == handle.value
+    assert npu.ExternalStream(handle.value) == s, "registered once"
+    with npu.stream(s):
+        assert npu.current_stream() == s
+        x = torch.ones(1000, device=dev) * 3
+    s.synchronize()
+    assert x.sum().item() == 3000
+    # Autograd orders its work against the external stream too.
+    w = torch.ones(8, device=dev, requires_grad=True)
+    with npu.stream(s):
+        loss = (w * 2).sum()
+    loss.backward()
+    assert w.grad.tolist() == [2.0] * 8
+    assert npu.default_stream().npu_stream == 0
+    assert npu.ExternalStream(0) == npu.default_stream()
+    assert npu.Stream().npu_stream != 0
+    npu.synchronize()
+    assert lib.npurtStreamDestroy(handle) == 0
+    # Its owner destroyed it: torch's later backward passes skip it.
+    w.grad = None
+    (w * 3).sum().backward()
+    assert w.grad.tolist() == [3.0] * 8
+
+
+def test_external_stream_refuses_what_is_not_a_stream(dev):
+    with pytest.raises(RuntimeError, match="npurtStreamGetDevice"):
+        npu.ExternalStream(0xdead0000)
+    with pytest.raises(RuntimeError, match="different stream in every thread"):
+        npu.ExternalStream(2)  # npurtStreamPerThread
+    if npu.device_count() > 1:
+        lib = _libnpurt()
+        handle = ctypes.c_void_p()
+        assert lib.npurtStreamCreateWithFlags(ctypes.byref(handle), 1) == 0
+        with pytest.raises(RuntimeError, match="belongs to NPU 0, not NPU 1"):
+            npu.ExternalStream(handle.value, device=1)
+        lib.npurtStreamDestroy(handle)

@@ -157,6 +157,7 @@ struct StreamEntry {
 	npurtStream_t stream;
 	int priority;
 	npurtEvent_t sync;  // for the waits around a backward
+	bool external = false;  // ExternalStream's: its owner may destroy it
 };
 
 struct DeviceStreams {
@@ -215,6 +216,39 @@ npurtStream_t nativeStream(const c10::Stream &stream)
 	return t.table[stream.id() - 1].stream;
 }
 
+int64_t externalStream(int device, npurtStream_t s)
+{
+	if (!s || s == npurtStreamLegacy)
+		return 0;  // the device's default stream
+	TORCH_CHECK(s != npurtStreamPerThread,
+	            "ExternalStream: npurtStreamPerThread is a different stream in every thread; "
+	            "pass a stream made by npurtStreamCreate*");
+	int owner = -1;
+	check(npurtStreamGetDevice(s, &owner), "npurtStreamGetDevice");
+	TORCH_CHECK(owner == device, "ExternalStream: the stream belongs to NPU ", owner,
+	            ", not NPU ", device);
+	int priority = 0;
+	check(npurtStreamGetPriority(s, &priority), "npurtStreamGetPriority");
+	auto &t = streamTables()[device];
+	{
+		std::lock_guard<std::mutex> g(t.lock);
+		for (size_t i = 0; i < t.table.size(); i++)
+			if (t.table[i].stream == s)
+				return static_cast<int64_t>(i + 1);
+	}
+	DeviceScope scope(device);
+	npurtEvent_t ev = nullptr;
+	check(npurtEventCreateWithFlags(&ev, npurtEventDisableTiming), "npurtEventCreateWithFlags");
+	std::lock_guard<std::mutex> g(t.lock);
+	for (size_t i = 0; i < t.table.size(); i++)
+		if (t.table[i].stream == s) {  // another thread registered it meanwhile
+			npurtEventDestroy(ev);
+			return static_cast<int64_t>(i + 1);
+		}
+	t.table.push_back({s, priority, ev, true});
+	return static_cast<int64_t>(t.table.size());
+}
+
 c10::Stream streamFromIds(int64_t device, int64_t id)
 {
 	return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, checkedDevice(device)), id);
@@ -249,6 +283,11 @@ std::vector<int64_t> syncStreamsBeforeBackward()
 			continue;  // only the default stream was ever used
 		DeviceScope scope(dev);
 		for (const StreamEntry &e : t.table) {
+			int priority = 0;
+			if (e.external && npurtStreamGetPriority(e.stream, &priority) != npurtSuccess) {
+				npurtGetLastError();  // destroyed by its owner: no work to order
+				continue;
+			}
 			check(npurtEventRecord(e.sync, e.stream), "npurtEventRecord");
 			check(npurtStreamWaitEvent(nullptr, e.sync, 0), "npurtStreamWaitEvent");
 		}

@@ -88,6 +88,9 @@ c10::Stream currentStream(int device);
 c10::Stream defaultStream(int device);
 // The stream a (device, id) pair from Python names; the device is checked.
 c10::Stream streamFromIds(int64_t device, int64_t id);
+// torch.npu.ExternalStream: the id of a libnpurt stream made outside torch
+// (registered once; its owner keeps it alive while torch uses it).
+int64_t externalStream(int device, npurtStream_t s);
 // Sets the thread's current stream of stream.device(); returns the old one.
 c10::Stream exchangeStream(const c10::Stream &stream);
 // A stream of this priority from the device's pool (round robin over a

@@ -41,7 +41,7 @@ __all__ = [
     "get_device_capability", "can_device_access_peer", "memory_stats_as_nested_dict",
     "memory_cached", "max_memory_cached", "reset_max_memory_allocated", "reset_max_memory_cached",
     "get_allocator_backend", "caching_allocator_alloc", "caching_allocator_delete", "device_of",
-    "reset_accumulated_memory_stats",
+    "reset_accumulated_memory_stats", "ExternalStream",
 ]
 
 
@@ -194,6 +194,13 @@ class Stream:
     def priority(self):
         return _C._stream_get_priority(self.device_index, self.stream_id)
 
+    @property
+    def npu_stream(self):
+        """The libnpurt stream (npurtStream_t) as an int, to hand to code
+        that calls libnpurt itself (torch_npu's name; 0: the default
+        stream)."""
+        return _C._stream_handle(self.device_index, self.stream_id)
+
     def query(self):
         """True if all work on the stream has completed."""
         return _C._stream_query(self.device_index, self.stream_id)
@@ -238,6 +245,17 @@ class Stream:
 
     def __repr__(self):
         return "<torch_npurt.npu.Stream device=%s id=%d>" % (self.device, self.stream_id)
+
+
+class ExternalStream(Stream):
+    """A libnpurt stream made outside torch (an npurtStream_t as an int, of
+    `device`'s primary context), used like any Stream, as
+    torch.cuda.ExternalStream. torch does not destroy it: its owner keeps
+    it alive while torch has work on it. 0 is the default stream."""
+
+    def __init__(self, stream_ptr, device=None):
+        dev = _index(device)
+        super().__init__(_id=(dev, _C._external_stream(dev, int(stream_ptr))))
 
 
 _thread = threading.local()

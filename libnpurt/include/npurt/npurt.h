@@ -854,6 +854,10 @@ NPURT_API npurtError_t npurtStreamSynchronize(npurtStream_t stream);
 NPURT_API npurtError_t npurtStreamSynchronizeTimeout(npurtStream_t stream, int64_t timeoutMs);
 NPURT_API npurtError_t npurtStreamGetPriority(npurtStream_t stream, int *priority);
 NPURT_API npurtError_t npurtStreamGetFlags(npurtStream_t stream, unsigned int *flags);
+/* The ordinal of the device whose context the stream belongs to
+ * (cudaStreamGetDevice); NULL and npurtStreamPerThread name the current
+ * context's. */
+NPURT_API npurtError_t npurtStreamGetDevice(npurtStream_t stream, int *device);
 /* Later work on stream waits for the event's work (any stream, context or
  * device). flags must be 0. An event never recorded is complete. The call
  * never blocks: if the event's record is itself queued behind a host
@@ -1605,6 +1609,7 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 	npurtStreamSynchronizeTimeout(npurtPerThreadStream_(st), ms)
 #define npurtStreamGetPriority(st, p) npurtStreamGetPriority(npurtPerThreadStream_(st), p)
 #define npurtStreamGetFlags(st, f) npurtStreamGetFlags(npurtPerThreadStream_(st), f)
+#define npurtStreamGetDevice(st, d) npurtStreamGetDevice(npurtPerThreadStream_(st), d)
 #define npurtStreamWaitEvent(st, e, f) npurtStreamWaitEvent(npurtPerThreadStream_(st), e, f)
 #define npurtStreamRecover(st) npurtStreamRecover(npurtPerThreadStream_(st))
 #define npurtEventRecord(e, st) npurtEventRecord(e, npurtPerThreadStream_(st))

@@ -204,10 +204,12 @@ def test_external_stream_runs_torch_work(dev):
     assert npu.Stream().npu_stream != 0
     npu.synchronize()
     assert lib.npurtStreamDestroy(handle) == 0
-    # Its owner destroyed it: torch's later backward passes skip it.
-    w.grad = None
-    (w * 3).sum().backward()
-    assert w.grad.tolist() == [3.0] * 8
+    # Its owner destroyed it: torch's later backward passes skip it (w
+    # itself is done with: its gradient accumulator ran on that stream, and
+    # would run there again, as on CUDA).
+    v = torch.ones(8, device=dev, requires_grad=True)
+    (v * 3).sum().backward()
+    assert v.grad.tolist() == [3.0] * 8
 
 
 def test_external_stream_refuses_what_is_not_a_stream(dev):

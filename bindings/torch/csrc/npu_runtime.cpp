@@ -284,7 +284,8 @@ std::vector<int64_t> syncStreamsBeforeBackward()
 		DeviceScope scope(dev);
 		for (const StreamEntry &e : t.table) {
 			int priority = 0;
-			if (e.external && npurtStreamGetPriority(e.stream, &priority) != npurtSuccess) {
+			if (e.external &&
+			    npurtStreamGetPriority(e.stream, &priority) != npurtSuccess) {
 				npurtGetLastError();  // destroyed by its owner: no work to order
 				continue;
 			}

@@ -44,6 +44,16 @@ bool parseBusId(const char *text, BusId *out)
 	return false;
 }
 
+// npurtDeviceSetLimit/GetLimit: the limit is one of npurtLimit.
+npurtError_t checkLimit(const char *api, int which)
+{
+	if (which >= 0 && which < npurt::Device::kLimits)
+		return npurtSuccess;
+	return npurt::setError(npurtErrorInvalidValue, std::string(api) + ": limit " +
+	                                                       std::to_string(which) +
+	                                                       " does not exist");
+}
+
 }  // namespace
 
 extern "C" {
@@ -409,10 +419,8 @@ npurtError_t npurtDeviceSetLimit(npurtLimit limit, size_t value)
 	try {
 		const char *api = "npurtDeviceSetLimit";
 		const int which = static_cast<int>(limit);
-		if (which < 0 || which >= npurt::Device::kLimits)
-			return npurt::setError(npurtErrorInvalidValue,
-			                       std::string(api) + ": limit " +
-			                               std::to_string(which) + " does not exist");
+		if (npurtError_t err = checkLimit(api, which))
+			return err;
 		if (limit == npurtLimitMaxL2FetchGranularity && value > 128)
 			return npurt::setError(npurtErrorInvalidValue,
 			                       std::string(api) +
@@ -441,10 +449,8 @@ npurtError_t npurtDeviceGetLimit(size_t *pValue, npurtLimit limit)
 		if (!pValue)
 			return nullArgument(api, "pValue");
 		const int which = static_cast<int>(limit);
-		if (which < 0 || which >= npurt::Device::kLimits)
-			return npurt::setError(npurtErrorInvalidValue,
-			                       std::string(api) + ": limit " +
-			                               std::to_string(which) + " does not exist");
+		if (npurtError_t err = checkLimit(api, which))
+			return err;
 		Runtime &rt = Runtime::instance();
 		if (npurtError_t err = rt.start())
 			return err;

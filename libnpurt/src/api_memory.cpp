@@ -141,10 +141,6 @@ npurtError_t fill3D(const char *api, const npurtPitchedPtr &p, int value, const 
 {
 	npurt::PitchedBox b = box2D(p.pitch, e.width, e.height);
 	b.depth = e.depth;
-	if (e.depth > 1 && e.height > p.ysize)
-		return setError(npurtErrorInvalidValue,
-		                std::string(api) + ": slices of " + std::to_string(p.ysize) +
-		                        " rows do not hold " + std::to_string(e.height) + " rows");
 	if (__builtin_mul_overflow(p.pitch, p.ysize, &b.slicePitch))
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": a slice of " + std::to_string(p.ysize) +

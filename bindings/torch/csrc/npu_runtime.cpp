@@ -229,22 +229,14 @@ int64_t externalStream(int device, npurtStream_t s)
 	            ", not NPU ", device);
 	int priority = 0;
 	check(npurtStreamGetPriority(s, &priority), "npurtStreamGetPriority");
-	auto &t = streamTables()[device];
-	{
-		std::lock_guard<std::mutex> g(t.lock);
-		for (size_t i = 0; i < t.table.size(); i++)
-			if (t.table[i].stream == s)
-				return static_cast<int64_t>(i + 1);
-	}
 	DeviceScope scope(device);
-	npurtEvent_t ev = nullptr;
-	check(npurtEventCreateWithFlags(&ev, npurtEventDisableTiming), "npurtEventCreateWithFlags");
+	auto &t = streamTables()[device];
 	std::lock_guard<std::mutex> g(t.lock);
 	for (size_t i = 0; i < t.table.size(); i++)
-		if (t.table[i].stream == s) {  // another thread registered it meanwhile
-			npurtEventDestroy(ev);
+		if (t.table[i].stream == s)
 			return static_cast<int64_t>(i + 1);
-		}
+	npurtEvent_t ev = nullptr;
+	check(npurtEventCreateWithFlags(&ev, npurtEventDisableTiming), "npurtEventCreateWithFlags");
 	t.table.push_back({s, priority, ev, true});
 	return static_cast<int64_t>(t.table.size());
 }

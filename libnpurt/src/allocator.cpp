@@ -200,11 +200,13 @@ npurtError_t CachingAllocator::newSegment(size_t size, size_t segmentSize, bool 
 		if (!final)
 			return err;
 		stats_.ooms++;
+		noteOom(size);
 		return setError(err, oomMessage(size, segmentSize, false));
 	}
 	if (err != npurtSuccess)
 		return err;
 
+	note(TraceEvent::Action::SegmentAlloc, base, segmentSize, stream);
 	stats_.segmentAllocs++;
 	add(stats_.segments, 1);
 	add(stats_.reservedBytes, segmentSize);
@@ -258,6 +260,7 @@ npurtError_t CachingAllocator::newExpSegment(size_t size, size_t rounded, bool s
 	npurtError_t err = withCacheRetry([&] { return backend_.reserveRange(vsize, &base); });
 	if (err == npurtErrorMemoryAllocation) {
 		stats_.ooms++;
+		noteOom(size);
 		return setError(err, "out of device address space: tried to allocate " +
 		                             formatBytes(size) +
 		                             " in a new expandable segment of " +
@@ -299,6 +302,8 @@ size_t CachingAllocator::releaseIdlePages(size_t limit)
 				if (!seg.mapped[p])
 					continue;
 				backend_.unmapPage(seg.base + p * kPageSize, kPageSize);
+				note(TraceEvent::Action::SegmentUnmap, seg.base + p * kPageSize,
+				     kPageSize, b->stream);
 				seg.mapped[p] = false;
 				seg.mappedPages--;
 				stats_.segmentFrees++;
@@ -339,10 +344,12 @@ npurtError_t CachingAllocator::mapBlock(Block *b, size_t size, bool final)
 			if (!final)
 				return err;
 			stats_.ooms++;
+			noteOom(size);
 			return setError(err, oomMessage(size, need * kPageSize, true));
 		}
 		if (err != npurtSuccess)
 			return err;
+		note(TraceEvent::Action::SegmentMap, addr, kPageSize, b->stream);
 		seg.mapped[p] = true;
 		seg.mappedPages++;
 		need--;
@@ -360,6 +367,7 @@ void CachingAllocator::releaseSegment(Block *b)
 		delete b->exp;
 	} else {
 		backend_.freeSegment(b->addr, b->size);
+		note(TraceEvent::Action::SegmentFree, b->addr, b->size, b->stream);
 		stats_.segmentFrees++;
 		sub(stats_.reservedBytes, b->size);
 	}
@@ -500,6 +508,7 @@ npurtError_t CachingAllocator::allocateIn(size_t size, StreamId key, StreamId or
 	b->requested = size;
 	b->site = site;
 	live_.emplace(b->addr, b);
+	note(TraceEvent::Action::Alloc, b->addr, b->size, orderedOn ? orderedOn : key, site);
 	stats_.allocCalls++;
 	add(stats_.allocatedBytes, b->size);
 	add(stats_.requestedBytes, size);
@@ -510,6 +519,7 @@ npurtError_t CachingAllocator::allocateIn(size_t size, StreamId key, StreamId or
 
 void CachingAllocator::freeBlock(Block *b)
 {
+	note(TraceEvent::Action::FreeCompleted, b->addr, b->size, b->stream);
 	sub(stats_.activeBlocks, 1);
 	mergeFree(b);
 }
@@ -556,7 +566,6 @@ npurtError_t CachingAllocator::unlive(uint64_t addr, const char *what, Block **o
 	sub(stats_.allocatedBytes, b->size);
 	sub(stats_.requestedBytes, b->requested);
 	b->requested = 0;
-	b->site = {};
 	*out = b;
 	return npurtSuccess;
 }
@@ -579,6 +588,9 @@ npurtError_t CachingAllocator::release(uint64_t addr, StreamId freedOn)
 	Block *b = nullptr;
 	if (npurtError_t err = unlive(addr, "free", &b))
 		return err;
+	note(TraceEvent::Action::FreeRequested, b->addr, b->size, freedOn ? freedOn : b->stream,
+	     b->site);
+	b->site = {};
 	if (tracker_) {
 		// Freed on a stream: the caller ordered every use before the free
 		// there. Otherwise every stream with work may still use it.
@@ -644,6 +656,7 @@ CachingAllocator::Block *CachingAllocator::takeParked(StreamId stream, size_t ro
 		parked_.erase(parked_.begin() + (best - parked_.data()));
 	}
 	sub(stats_.activeBlocks, 1);  // allocate() counts it again
+	note(TraceEvent::Action::FreeCompleted, b->addr, b->size, stream);
 	return b;
 }
 

@@ -155,6 +155,31 @@ struct PoolSnapshot {
 
 using StreamId = uint64_t;  // 0 is the default stream
 
+// One event of a pool's history (npurtMemRecordHistory), as torch's
+// allocator trace: what happened to which range, on which stream, when.
+struct TraceEvent {
+	enum class Action {
+		Alloc,
+		FreeRequested,
+		FreeCompleted,
+		SegmentAlloc,
+		SegmentFree,
+		SegmentMap,
+		SegmentUnmap,
+		Oom
+	};
+	Action action = Action::Alloc;
+	uint64_t addr = 0;  // Oom: the device's free bytes
+	uint64_t size = 0;  // Oom: the bytes asked for
+	StreamId stream = 0;
+	int64_t timeNs = 0;  // CLOCK_REALTIME
+	AllocSite site;  // Alloc and FreeRequested: where the block was allocated
+};
+
+// The process's pools keep their last maxEntries events each, 0 none (the
+// start). Every call empties the histories kept so far. Thread-safe.
+void setHistoryLimit(size_t maxEntries);
+
 // What one pass over parked blocks learnt: per stream, the fewest tasks
 // found not yet done. A stream's tasks complete in order, so a marker of
 // at least as many is not done either, and the pass need not take the
@@ -356,6 +381,8 @@ public:
 	void trimTo(size_t keep);
 	AllocatorStats stats() const;
 	PoolSnapshot snapshot() const;
+	// The pool's history, oldest first (setHistoryLimit).
+	std::vector<TraceEvent> history();
 	void resetPeakStats();
 	// Zeroes the counters (allocations, frees, segments, OOMs, retries).
 	void resetAccumulatedStats();
@@ -459,6 +486,13 @@ private:
 	Block *findLive(uint64_t addr) const;
 	std::string oomMessage(size_t size, size_t segmentSize, bool expandable);
 	void refreshConfig();
+	// Records an event while the history is on (mutex_ held); noteOom
+	// records a failed request of `size` bytes.
+	void note(TraceEvent::Action action, uint64_t addr, uint64_t size, StreamId stream,
+	          AllocSite site = AllocSite{});
+	void noteOom(size_t size);
+	// Applies a new setHistoryLimit (mutex_ held).
+	void refreshHistory();
 
 	mutable std::mutex mutex_;
 	SegmentBackend &backend_;
@@ -471,6 +505,12 @@ private:
 	AllocatorStats stats_;
 	AllocatorConfig cfg_;
 	uint64_t cfgGeneration_ = 0;
+	// The history: a ring of at most historyLimit_ events, the oldest at
+	// historyNext_ once full.
+	std::vector<TraceEvent> history_;
+	size_t historyNext_ = 0;
+	size_t historyLimit_ = 0;
+	uint64_t historyGeneration_ = 0;
 	uint64_t freeTick_ = 0;  // orders frees, for garbage collection
 	size_t deviceBytes_ = 0;  // the device's memory, once asked
 	bool followEvents_ = true;  // the stream-ordered reuse policies

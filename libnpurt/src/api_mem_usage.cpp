@@ -2,6 +2,7 @@
 // device, the per-process limit, the pool's snapshot, the OOM observer,
 // the pools' settings).
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "error.h"
 #include "mem_usage.h"
 #include "runtime.h"
+#include "stream.h"
 
 using npurt::Context;
 using npurt::nullArgument;
@@ -202,6 +204,69 @@ npurtError_t npurtMemGetSnapshot(npurtMemSegmentInfo *segments, size_t *segmentC
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException("npurtMemGetSnapshot");
+	}
+}
+
+static_assert(static_cast<uint32_t>(npurt::TraceEvent::Action::Oom) == npurtMemTraceOom,
+              "TraceEvent::Action follows npurtMemTraceAction");
+static_assert(sizeof(npurtMemTraceEntry) == 88, "npurtMemTraceEntry is ABI: grow it into reserved");
+
+npurtError_t npurtMemRecordHistory(size_t maxEntries)
+{
+	try {
+		if (npurtError_t err = Runtime::instance().start())
+			return err;
+		npurt::setHistoryLimit(maxEntries);
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMemRecordHistory");
+	}
+}
+
+npurtError_t npurtMemGetHistory(npurtMemTraceEntry *entries, size_t *count)
+{
+	try {
+		const char *api = "npurtMemGetHistory";
+		if (!count)
+			return nullArgument(api, "count");
+		if (*count && !entries)
+			return setError(npurtErrorInvalidValue,
+			                "npurtMemGetHistory: a non-zero count with a null array");
+		Context *c = nullptr;
+		if (npurtError_t err = Runtime::instance().currentContext(&c, api))
+			return err;
+		const std::vector<npurt::TraceEvent> events = c->pool().history();
+		const size_t have = *count;
+		*count = events.size();
+		if (!have)
+			return npurtSuccess;  // the sizing call
+		if (have < events.size())
+			return setError(npurtErrorInvalidValue,
+			                "npurtMemGetHistory: the history holds " +
+			                        std::to_string(events.size()) +
+			                        " events; the array holds " + std::to_string(have) +
+			                        " (the count now says what is needed)");
+		// Streams by serial, as they are now: a destroyed one has none.
+		std::map<uint64_t, npurtStream_t> streams;
+		for (npurt::Stream *st : c->streams())
+			if (!st->isDefault())
+				streams[st->serial()] = st;
+		for (size_t i = 0; i < events.size(); i++) {
+			const npurt::TraceEvent &e = events[i];
+			npurtMemTraceEntry &out = entries[i];
+			out = npurtMemTraceEntry{};
+			out.action = static_cast<uint32_t>(e.action);
+			out.address = e.addr;
+			out.size = e.size;
+			auto it = streams.find(e.stream);
+			out.stream = it == streams.end() ? nullptr : it->second;
+			out.timeNs = e.timeNs;
+			out.callSite = e.site.text;
+			out.returnAddress = e.site.returnAddress;
+		}
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException("npurtMemGetHistory");
 	}
 }
 

@@ -44,6 +44,7 @@ protected:
 	}
 	void TearDown() override
 	{
+		npurtMemRecordHistory(0);
 		npurtSetMemoryLimit(0, 0);
 		npurtMemSetOomObserver(nullptr, nullptr);
 		npurtMemEmptyCache();
@@ -449,6 +450,106 @@ TEST_F(MemUsage, OomObserverSeesTheFailure)
 	EXPECT_EQ(npurtMalloc(&p, 32 * kMiB), npurtErrorMemoryAllocation);
 	EXPECT_EQ(o.calls, 1);
 	npurtGetLastError();
+}
+
+std::vector<npurtMemTraceEntry> history()
+{
+	size_t n = 0;
+	EXPECT_EQ(npurtMemGetHistory(nullptr, &n), npurtSuccess) << lastMessage();
+	std::vector<npurtMemTraceEntry> h(n);
+	EXPECT_EQ(npurtMemGetHistory(h.data(), &n), npurtSuccess) << lastMessage();
+	h.resize(n);
+	return h;
+}
+
+// The events of one address, oldest first.
+std::vector<npurtMemTraceEntry> eventsOf(const std::vector<npurtMemTraceEntry> &h, void *p)
+{
+	std::vector<npurtMemTraceEntry> out;
+	for (const auto &e : h)
+		if (e.address == reinterpret_cast<uint64_t>(p) &&
+		    e.action != npurtMemTraceSegmentAlloc && e.action != npurtMemTraceSegmentFree)
+			out.push_back(e);
+	return out;
+}
+
+TEST_F(MemUsage, HistoryRecordsAllocationsFreesAndStreams)
+{
+	size_t n = 5;
+	EXPECT_EQ(npurtMemGetHistory(nullptr, nullptr), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemGetHistory(nullptr, &n), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "non-zero count with a null array")) << lastMessage();
+	EXPECT_TRUE(history().empty());  // off by default
+
+	ASSERT_EQ(npurtMemRecordHistory(1000), npurtSuccess);
+	npurtStream_t s = nullptr;
+	ASSERT_EQ(npurtStreamCreateWithFlags(&s, npurtStreamNonBlocking), npurtSuccess);
+	void *a = nullptr, *b = nullptr;
+	ASSERT_EQ(npurtSetCallSite("train.py", 7, "step"), npurtSuccess);
+	ASSERT_EQ(npurtMalloc(&a, 4096), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMallocAsync(&b, 8192, s), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMemsetAsync(b, 1, 8192, s), npurtSuccess);
+	ASSERT_EQ(npurtFreeAsync(b, s), npurtSuccess);
+	ASSERT_EQ(npurtFree(a), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess);
+	ASSERT_EQ(npurtDeviceSynchronize(), npurtSuccess);
+	npurtMemEmptyCache();  // polls the parked blocks back, gives segments back
+
+	std::vector<npurtMemTraceEntry> h = history();
+	for (size_t i = 1; i < h.size(); i++)
+		EXPECT_GE(h[i].timeNs, h[i - 1].timeNs);
+	std::vector<npurtMemTraceEntry> ea = eventsOf(h, a);
+	ASSERT_EQ(ea.size(), 3u);
+	EXPECT_EQ(ea[0].action, npurtMemTraceAlloc);
+	EXPECT_EQ(ea[0].size, 4096u);
+	ASSERT_NE(ea[0].callSite, nullptr);
+	EXPECT_TRUE(contains(ea[0].callSite, "train.py:7")) << ea[0].callSite;
+	EXPECT_EQ(ea[1].action, npurtMemTraceFreeRequested);
+	EXPECT_EQ(ea[2].action, npurtMemTraceFreeCompleted);
+	std::vector<npurtMemTraceEntry> eb = eventsOf(h, b);
+	ASSERT_EQ(eb.size(), 3u);
+	EXPECT_EQ(eb[0].action, npurtMemTraceAlloc);
+	EXPECT_EQ(eb[0].stream, s);
+	EXPECT_EQ(eb[1].action, npurtMemTraceFreeRequested);
+	EXPECT_EQ(eb[1].stream, s);
+	EXPECT_EQ(eb[2].action, npurtMemTraceFreeCompleted);
+	bool segmentFreed = false;
+	for (const auto &e : h)
+		segmentFreed = segmentFreed || e.action == npurtMemTraceSegmentFree;
+	EXPECT_TRUE(segmentFreed);
+
+	// Too small an array: the count says what is needed, nothing else moves.
+	n = h.size() - 1;
+	std::vector<npurtMemTraceEntry> small(n);
+	EXPECT_EQ(npurtMemGetHistory(small.data(), &n), npurtErrorInvalidValue);
+	EXPECT_EQ(n, h.size());
+	EXPECT_TRUE(contains(lastMessage(), "the count now says what is needed")) << lastMessage();
+
+	// A destroyed stream is no longer named.
+	ASSERT_EQ(npurtStreamDestroy(s), npurtSuccess);
+	eb = eventsOf(history(), b);
+	ASSERT_FALSE(eb.empty());
+	EXPECT_EQ(eb[0].stream, nullptr);
+
+	// Failures are events: the bytes asked for, the device's free bytes.
+	ASSERT_EQ(npurtSetMemoryLimit(0, usage().processReservedBytes + 8 * kMiB), npurtSuccess);
+	void *p = nullptr;
+	EXPECT_EQ(npurtMalloc(&p, 32 * kMiB), npurtErrorMemoryAllocation);
+	npurtGetLastError();
+	h = history();
+	ASSERT_FALSE(h.empty());
+	EXPECT_EQ(h.back().action, npurtMemTraceOom);
+	EXPECT_EQ(h.back().size, 32 * kMiB);
+	size_t freeB = 0, total = 0;
+	ASSERT_EQ(npurtMemGetInfo(&freeB, &total), npurtSuccess);
+	EXPECT_GT(h.back().address, 0u);
+	EXPECT_LE(h.back().address, total);
+
+	// Off: emptied, and nothing more is kept.
+	ASSERT_EQ(npurtMemRecordHistory(0), npurtSuccess);
+	ASSERT_EQ(npurtMalloc(&p, 4096), npurtSuccess);
+	EXPECT_EQ(npurtFree(p), npurtSuccess);
+	EXPECT_TRUE(history().empty());
 }
 
 }  // namespace

@@ -205,6 +205,65 @@ def test_dump_snapshot_for_memory_viz(dev, tmp_path):
         assert key in seg
 
 
+def test_memory_history_for_memory_viz_timelines(dev):
+    npu.memory._record_memory_history(max_entries=10000)
+    try:
+        x = torch.empty(1 << 20, dtype=torch.uint8, device=dev)  # this line
+        line = test_memory_history_for_memory_viz_timelines.__code__.co_firstlineno + 3
+        addr = x.data_ptr()
+        del x
+        npu.synchronize()
+        npu.empty_cache()
+        snap = npu.memory._snapshot()
+    finally:
+        npu.memory._record_memory_history(enabled=None)
+        npu.set_call_sites(True)
+    assert len(snap["device_traces"]) == npu.device_count()
+    trace = snap["device_traces"][npu.current_device()]
+    mine = [e for e in trace if e["addr"] == addr and not e["action"].startswith("segment")]
+    assert [e["action"] for e in mine] == ["alloc", "free_requested", "free_completed"], mine
+    assert mine[0]["size"] >= 1 << 20
+    assert any(fr["filename"].endswith("test_memory.py") and fr["line"] == line
+               for fr in mine[0]["frames"]), mine[0]["frames"]
+    assert any(e["action"] == "segment_free" for e in trace), trace
+    for e in trace:
+        for key in ("action", "addr", "size", "stream", "time_us", "frames"):
+            assert key in e, e
+    times = [e["time_us"] for e in trace]
+    assert times == sorted(times)
+    # Stopped: the history was emptied and nothing more is kept.
+    y = torch.empty(16, device=dev)
+    del y
+    assert npu.memory._snapshot()["device_traces"][npu.current_device()] == []
+
+
+def test_memory_history_arguments(dev):
+    try:
+        for bad in ("everything", 1, 0.5):
+            with pytest.raises(ValueError):
+                npu.memory._record_memory_history(bad)
+        with pytest.raises(TypeError):
+            npu.memory._record_memory_history("all", bogus=1)
+        with pytest.raises(ValueError):
+            npu.memory._record_memory_history("all", max_entries=-1)
+        # "state": the lines of live blocks, no history.
+        npu.memory._record_memory_history("state")
+        assert npu.call_sites()
+        z = torch.empty(16, device=dev)
+        del z
+        assert npu.memory._snapshot()["device_traces"][npu.current_device()] == []
+        # torch 1.13's form: a ring of trace_alloc_max_entries events.
+        npu.memory._record_memory_history(True, trace_alloc_max_entries=2)
+        for _ in range(3):
+            z = torch.empty(16, device=dev)
+            del z
+        kept = npu.memory._snapshot()["device_traces"][npu.current_device()]
+        assert len(kept) == 2, kept
+    finally:
+        npu.memory._record_memory_history(None)
+        npu.set_call_sites(True)
+
+
 def test_caching_allocator_alloc_and_delete(dev):
     base = npu.memory_allocated()
     ptr = npu.caching_allocator_alloc(1 << 20)

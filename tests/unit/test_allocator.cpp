@@ -301,6 +301,7 @@ protected:
 	{
 		npurtGetLastError();
 		npurt::setAllocatorConfig(npurt::AllocatorConfig{});
+		npurt::setHistoryLimit(0);
 	}
 
 	// Allocates or fails the test.
@@ -1372,4 +1373,153 @@ TEST_F(Allocator, OrderedFreeOfABadAddressSaysWhy)
 	EXPECT_EQ(a.deallocateOrdered(x, 1), npurtErrorInvalidValue);
 	EXPECT_NE(std::string(npurtGetLastErrorMessage()).find("already freed"), std::string::npos);
 	EXPECT_EQ(a.deallocateOrdered(0, 1), npurtSuccess);
+}
+
+// --- history (npurtMemRecordHistory) ---------------------------------------
+
+using Action = npurt::TraceEvent::Action;
+
+std::vector<Action> actions(const std::vector<npurt::TraceEvent> &h)
+{
+	std::vector<Action> out;
+	for (const auto &e : h)
+		out.push_back(e.action);
+	return out;
+}
+
+// Off by default; on, each step of a block's life is an event with its
+// range, stream, time and call site, in order.
+TEST_F(Allocator, HistoryRecordsEachStepOfABlocksLife)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	release(a, alloc(a, 4 * KiB));
+	EXPECT_TRUE(a.history().empty());
+	tr.pending = {7};  // work in flight at the frees from now: blocks park
+
+	npurt::setHistoryLimit(100);
+	const npurt::AllocSite site{"train.py:12 in aten::empty()", nullptr};
+	uint64_t x = 0;
+	ASSERT_EQ(a.allocate(1 * MiB, 3, &x, site), npurtSuccess);
+	release(a, x);
+	tr.complete(7);
+	alloc(a, 4 * KiB);  // polls the parked block back
+	a.emptyCache();
+
+	std::vector<npurt::TraceEvent> h = a.history();
+	ASSERT_EQ(actions(h),
+	          (std::vector<Action>{Action::SegmentAlloc, Action::Alloc, Action::FreeRequested,
+	                               Action::FreeCompleted, Action::Alloc, Action::SegmentFree}));
+	EXPECT_EQ(h[0].size, CachingAllocator::kSmallSegment);
+	EXPECT_EQ(h[0].stream, 3u);
+	EXPECT_EQ(h[1].addr, x);
+	EXPECT_EQ(h[1].size, 1 * MiB);
+	EXPECT_EQ(h[1].stream, 3u);
+	EXPECT_STREQ(h[1].site.text, site.text);
+	EXPECT_EQ(h[2].addr, x);
+	EXPECT_STREQ(h[2].site.text, site.text);  // a free names where it was made
+	EXPECT_EQ(h[3].addr, x);
+	EXPECT_EQ(h[3].site.text, nullptr);
+	EXPECT_EQ(h[5].addr, h[0].addr);
+	for (size_t i = 1; i < h.size(); i++)
+		EXPECT_GE(h[i].timeNs, h[i - 1].timeNs);
+	EXPECT_GT(h[0].timeNs, 1600000000ll * 1000000000);  // the wall clock
+
+	// Off again: nothing kept, nothing recorded.
+	npurt::setHistoryLimit(0);
+	release(a, alloc(a, 4 * KiB));
+	EXPECT_TRUE(a.history().empty());
+}
+
+// A full ring keeps the newest events, oldest first; a new limit empties it.
+TEST_F(Allocator, HistoryKeepsTheLastEventsOnly)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	npurt::setHistoryLimit(3);
+	std::vector<uint64_t> addrs;
+	for (int i = 0; i < 5; i++)
+		addrs.push_back(alloc(a, 4 * KiB));
+	std::vector<npurt::TraceEvent> h = a.history();
+	ASSERT_EQ(h.size(), 3u);
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(h[i].action, Action::Alloc);
+		EXPECT_EQ(h[i].addr, addrs[i + 2]);
+	}
+	release(a, addrs[4]);  // no tracker: requested and completed at once
+	h = a.history();
+	ASSERT_EQ(actions(h), (std::vector<Action>{Action::Alloc, Action::FreeRequested,
+	                                           Action::FreeCompleted}));
+	EXPECT_EQ(h[0].addr, addrs[4]);
+
+	npurt::setHistoryLimit(10);
+	EXPECT_TRUE(a.history().empty());
+	release(a, addrs[0]);
+	EXPECT_EQ(a.history().size(), 2u);
+}
+
+// A request that fails for lack of memory is an event: the bytes asked for
+// and the device's free bytes, as torch's "oom" entry.
+TEST_F(Allocator, HistoryRecordsOutOfMemory)
+{
+	FakeBackend be(32 * MiB);
+	CachingAllocator a(be, nullptr);
+	uint64_t keep = alloc(a, 1 * MiB);
+	npurt::setHistoryLimit(100);
+	uint64_t addr = 0;
+	EXPECT_EQ(a.allocate(40 * MiB, 0, &addr), npurtErrorMemoryAllocation);
+	npurtGetLastError();
+	std::vector<npurt::TraceEvent> h = a.history();
+	ASSERT_EQ(actions(h), (std::vector<Action>{Action::Oom}));
+	EXPECT_EQ(h[0].size, 40 * MiB);
+	size_t freeBytes = 0, total = 0;
+	be.memInfo(&freeBytes, &total);
+	EXPECT_EQ(h[0].addr, freeBytes);
+	release(a, keep);
+}
+
+// Expandable segments: pages mapped and given back are events.
+TEST_F(Allocator, HistoryRecordsPagesOfExpandableSegments)
+{
+	configure("expandable_segments:True");
+	FakeBackend be(1 * GiB);
+	FakeTracker tr;
+	tr.autoComplete = true;
+	CachingAllocator a(be, &tr);
+	npurt::setHistoryLimit(100);
+	uint64_t x = alloc(a, 3 * MiB);
+	release(a, x);
+	a.emptyCache();
+	std::vector<npurt::TraceEvent> h = a.history();
+	ASSERT_EQ(actions(h),
+	          (std::vector<Action>{Action::SegmentMap, Action::SegmentMap, Action::Alloc,
+	                               Action::FreeRequested, Action::FreeCompleted,
+	                               Action::SegmentUnmap, Action::SegmentUnmap}));
+	EXPECT_EQ(h[0].addr, x);
+	EXPECT_EQ(h[0].size, CachingAllocator::kPageSize);
+	EXPECT_EQ(h[1].addr, x + CachingAllocator::kPageSize);
+}
+
+// Stream-ordered memory: the streams of the request and of the free, and a
+// block reused in stream order completes its free when it is taken.
+TEST_F(Allocator, HistoryNamesTheStreamsOfOrderedMemory)
+{
+	FakeBackend be;
+	FakeTracker tr;
+	CachingAllocator a(be, &tr);
+	uint64_t x = 0, y = 0;
+	ASSERT_EQ(a.allocateOrdered(64 * KiB, 5, &x), npurtSuccess);
+	npurt::setHistoryLimit(100);
+	ASSERT_EQ(a.deallocateOrdered(x, 5), npurtSuccess);
+	ASSERT_EQ(a.allocateOrdered(64 * KiB, 5, &y), npurtSuccess);
+	EXPECT_EQ(y, x);  // same stream: reused before the free's work is done
+	std::vector<npurt::TraceEvent> h = a.history();
+	ASSERT_EQ(actions(h), (std::vector<Action>{Action::FreeRequested, Action::FreeCompleted,
+	                                           Action::Alloc}));
+	for (const auto &e : h) {
+		EXPECT_EQ(e.stream, 5u);
+		EXPECT_EQ(e.addr, x);
+	}
+	EXPECT_EQ(a.deallocateOrdered(y, 5), npurtSuccess);
 }

@@ -71,12 +71,16 @@ void copyBytes(void *dst, const void *src, size_t n, npurtMemcpyKind kind, int d
 {
 	if (!n)
 		return;
+	bool blocking = !nonBlocking && kind != npurtMemcpyDeviceToDevice;
+	if (blocking)
+		checkSync(kind == npurtMemcpyDeviceToHost ? "copy from NPU to CPU"
+		                                          : "copy from CPU to NPU");
 	DeviceScope scope(device);
 	npurtStream_t s = streamOf(device);
 	enqueueSite("aten::copy_");
 	check(npurtMemcpyAsync(dst, src, n, kind, s), "npurtMemcpyAsync");
 	// As CUDA's copy_: a blocking copy is complete when it returns.
-	if (!nonBlocking && kind != npurtMemcpyDeviceToDevice)
+	if (blocking)
 		check(npurtStreamSynchronize(s), "npurtStreamSynchronize");
 }
 
@@ -500,21 +504,25 @@ at::Tensor &zero(at::Tensor &self)
 	return self;
 }
 
-// Grows the storage like CUDA's resize_: new memory, old bytes copied on
-// the device.
-void growStorage(const at::Tensor &self, size_t nbytes)
+void resizeStorageBytes(c10::StorageImpl *st, size_t nbytes, int device)
 {
 	OpScope op("aten::resize_");
-	c10::StorageImpl *st = self.storage().unsafeGetStorageImpl();
 	TORCH_CHECK(st->resizable(), "Trying to resize storage that is not resizable");
-	int dev = deviceOf(self);
-	DeviceScope scope(dev);
-	c10::DataPtr fresh = allocator()->allocate(nbytes);
+	c10::Allocator *alloc = st->allocator();
+	TORCH_CHECK(alloc, "Trying to resize storage without an allocator");
+	DeviceScope scope(device);
+	c10::DataPtr fresh = alloc->allocate(nbytes);
 	size_t old = st->nbytes();
 	if (old && st->data())
-		d2d(fresh.get(), st->data(), std::min(old, nbytes), dev);
+		d2d(fresh.get(), st->data(), std::min(old, nbytes), device);
 	st->set_data_ptr_noswap(std::move(fresh));
 	st->set_nbytes(nbytes);
+}
+
+// Grows the storage like CUDA's resize_.
+void growStorage(const at::Tensor &self, size_t nbytes)
+{
+	resizeStorageBytes(self.storage().unsafeGetStorageImpl(), nbytes, deviceOf(self));
 }
 
 const at::Tensor &resize(const at::Tensor &self, at::IntArrayRef size,

@@ -90,23 +90,11 @@ struct NpuHooks final : at::PrivateUse1HooksInterface {
 	}
 #endif
 
-	// Storage.resize_() of an NPU storage: a new block, the old bytes
-	// copied on the device (as the CUDA backend's resize_bytes_cuda).
+	// Storage.resize_() of an NPU storage.
 	void resizePrivateUse1Bytes(const c10::Storage &storage, size_t newsize) const override
 	{
-		TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
-		c10::Allocator *alloc = storage.allocator();
-		TORCH_CHECK(alloc, "Trying to resize storage without an allocator");
-		c10::DataPtr fresh = alloc->allocate(newsize);
-		size_t keep = std::min(newsize, storage.nbytes());
-		if (keep)
-			check(npurtMemcpy(fresh.get(), storage.data(), keep,
-			                  npurtMemcpyDeviceToDevice),
-			      "npurtMemcpy");
-		// The storage is the caller's to change; the interface passes it const.
-		c10::Storage s = storage;
-		s.set_data_ptr_noswap(std::move(fresh));
-		s.set_nbytes(newsize);
+		resizeStorageBytes(storage.unsafeGetStorageImpl(), newsize,
+		                   storage.device().index());
 	}
 };
 

@@ -67,6 +67,11 @@ bool castIsNative(at::ScalarType from, at::ScalarType to);
 // ATen op in fault reports.
 void launchOp(const npurtOpDesc &desc, int device, const char *what);
 
+// Storage.resize_ and tensor resize_ of an NPU storage: a new block from the
+// storage's allocator, the old bytes (as many as fit) copied on the
+// device's current stream, as CUDA's resize_bytes_cuda.
+void resizeStorageBytes(c10::StorageImpl *st, size_t nbytes, int device);
+
 // Copies between host and device memory on the device's current stream;
 // waits for it unless nonBlocking.
 void copyBytes(void *dst, const void *src, size_t n, npurtMemcpyKind kind, int device,

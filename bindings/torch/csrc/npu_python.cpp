@@ -24,6 +24,16 @@ namespace torch_npurt {
 
 namespace {
 
+// checkSync for a pybind function, which has no torch warning handler to
+// turn TORCH_WARN into a Python warning: warns through Python itself.
+void warnOnSync(const char *what)
+{
+	if (syncDebugMode() != 1)
+		return checkSync(what);
+	if (PyErr_WarnEx(PyExc_UserWarning, syncMessage(what).c_str(), 1) < 0)
+		throw py::error_already_set();
+}
+
 // An event of the Python API: its own flags (timing is opt-in in
 // torch_npu's Event(enable_timing=...)), recorded on any stream of its
 // device.
@@ -469,6 +479,44 @@ py::list memSnapshot(int device)
 	return out;
 }
 
+// The pool's history (npurtMemGetHistory) as torch's device_traces entries:
+// action, addr, size, stream (the native handle, 0 the default stream),
+// time_us and call_site (Python turns it into frames).
+py::list memHistory(int device)
+{
+	DeviceScope scope(checkedDevice(device));
+	std::vector<npurtMemTraceEntry> events;
+	for (;;) {
+		size_t n = events.size();
+		npurtError_t err = npurtMemGetHistory(events.data(), &n);
+		if (err == npurtSuccess && n <= events.size()) {
+			events.resize(n);
+			break;
+		}
+		if (err != npurtSuccess && err != npurtErrorInvalidValue)
+			check(err, "npurtMemGetHistory");
+		npurtGetLastError();
+		events.resize(n + 64);  // it grew between the calls
+	}
+	static const char *const actions[] = {
+	        "alloc",        "free_requested", "free_completed", "segment_alloc",
+	        "segment_free", "segment_map",    "segment_unmap",  "oom"};
+	py::list out;
+	for (const auto &e : events) {
+		py::dict d;
+		d["action"] = e.action < 8 ? actions[e.action] : "unknown";
+		d["addr"] = e.address;
+		d["size"] = e.size;
+		d["stream"] = reinterpret_cast<uintptr_t>(e.stream);
+		d["time_us"] = e.timeNs / 1000;
+		d["call_site"] = e.callSite ? py::object(py::str(e.callSite)) : py::none();
+		if (e.action == npurtMemTraceOom)
+			d["device_free"] = e.address;
+		out.append(d);
+	}
+	return out;
+}
+
 // The Python OOM observer (torch's signature: device, bytes asked for, bytes
 // allocated on the device, bytes free on it), kept for the process's life.
 py::object *gOomObserver = nullptr;
@@ -595,6 +643,7 @@ PYBIND11_MODULE(_C, m)
 	});
 	m.def("_stream_synchronize", [](int d, int64_t id) {
 		c10::Stream s = streamFromIds(d, id);
+		warnOnSync("torch.npu.Stream.synchronize");
 		DeviceScope scope(d);
 		npurtStream_t ns = nativeStream(s);
 		py::gil_scoped_release nogil;
@@ -658,6 +707,10 @@ PYBIND11_MODULE(_C, m)
 	m.def("_raw_delete", [](uintptr_t p) { rawDelete(reinterpret_cast<void *>(p)); });
 	m.def("_processes", &processes);
 	m.def("_memory_snapshot", &memSnapshot);
+	m.def("_memory_history", &memHistory);
+	m.def("_record_memory_history", [](size_t maxEntries) {
+		check(npurtMemRecordHistory(maxEntries), "npurtMemRecordHistory");
+	});
 	m.def("_set_allocator_settings", &setAllocatorSettings);
 	m.def("_get_allocator_settings", &getAllocatorSettings);
 	m.def("_set_memory_limit", [](size_t bytes, int d) {
@@ -675,6 +728,8 @@ PYBIND11_MODULE(_C, m)
 
 	setPythonSiteHook(&pythonSite);
 	m.def("_set_internal_prefixes", &setInternalPrefixes);
+	m.def("_set_sync_debug_mode", &setSyncDebugMode);
+	m.def("_get_sync_debug_mode", &syncDebugMode);
 	m.def("_set_call_sites", &setCallSitesEnabled);
 	m.def("_call_sites", &callSitesEnabled);
 	// Waits for an event recorded behind a host function block until the

@@ -494,6 +494,36 @@ bool callSitesEnabled()
 	return gCallSites.load();
 }
 
+namespace {
+std::atomic<int> gSyncDebug{0};
+}  // namespace
+
+void setSyncDebugMode(int mode)
+{
+	TORCH_CHECK(mode >= 0 && mode <= 2, "invalid value of debug_mode ", mode,
+	            ", expected one of 0 (default), 1 (warn), 2 (error)");
+	gSyncDebug.store(mode);
+}
+
+int syncDebugMode()
+{
+	return gSyncDebug.load();
+}
+
+std::string syncMessage(const char *what)
+{
+	return std::string("called a synchronizing NPU operation (") + what + ")";
+}
+
+void checkSync(const char *what)
+{
+	int mode = gSyncDebug.load(std::memory_order_relaxed);
+	if (mode == 0)
+		return;
+	TORCH_CHECK(mode != 2, syncMessage(what));
+	TORCH_WARN(syncMessage(what));
+}
+
 // ------------------------------------------------------------ device guard
 
 namespace {
@@ -610,6 +640,7 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
 	void synchronizeStream(const c10::Stream &stream) const override
 	{
+		checkSync("stream synchronize");
 		DeviceScope scope(stream.device_index());
 		check(npurtStreamSynchronize(nativeStream(stream)), "npurtStreamSynchronize");
 	}

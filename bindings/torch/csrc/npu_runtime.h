@@ -168,6 +168,16 @@ void setPythonSiteHook(PythonSiteHook hook);
 void setCallSitesEnabled(bool on);
 bool callSitesEnabled();
 
+// torch.cuda.set_sync_debug_mode's setting for the NPU: 0 off, 1 warn,
+// 2 error. checkSync() comes before a wait the caller did not ask for by
+// name (a blocking copy, a stream synchronize; not torch.npu.synchronize
+// or an event's, as CUDA's): it warns, or throws before the work is
+// enqueued. syncMessage() is its text, for callers that warn themselves.
+void setSyncDebugMode(int mode);
+int syncDebugMode();
+std::string syncMessage(const char *what);
+void checkSync(const char *what);
+
 // Autograd: 1.13's engine runs an NPU backward on the device's default
 // stream and synchronises only CUDA streams. Before a backward the default
 // stream of every NPU waits for the work queued on all its streams (the

@@ -9,6 +9,7 @@ import contextlib
 import os
 import pickle
 import re
+import sys
 import threading
 import warnings
 
@@ -41,7 +42,8 @@ __all__ = [
     "get_device_capability", "can_device_access_peer", "memory_stats_as_nested_dict",
     "memory_cached", "max_memory_cached", "reset_max_memory_allocated", "reset_max_memory_cached",
     "get_allocator_backend", "caching_allocator_alloc", "caching_allocator_delete", "device_of",
-    "reset_accumulated_memory_stats", "ExternalStream",
+    "reset_accumulated_memory_stats", "ExternalStream", "set_sync_debug_mode",
+    "get_sync_debug_mode",
 ]
 
 
@@ -99,6 +101,33 @@ def current_device():
 def synchronize(device=None):
     """Waits for all work on every stream of the device."""
     _C._synchronize(_index(device))
+
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode):
+    """As torch.cuda.set_sync_debug_mode: "default" (0) lets synchronizing
+    operations run quietly, "warn" (1) warns at each, "error" (2) raises
+    RuntimeError before it is enqueued. Synchronizing operations are the
+    blocking copies between CPU and NPU (.cpu(), .item(), .to("npu") of
+    pageable memory, ops run through the CPU) and stream synchronizes;
+    torch.npu.synchronize() and Event.synchronize() are asked for by name
+    and never flagged. Process-wide."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of "
+                               "`default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    if isinstance(debug_mode, bool) or not isinstance(debug_mode, int):
+        raise TypeError("debug_mode must be a str or an int, not %s"
+                        % type(debug_mode).__name__)
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode():
+    """The mode set_sync_debug_mode set, as an int."""
+    return _C._get_sync_debug_mode()
 
 
 class _Properties:
@@ -553,11 +582,15 @@ def memory_snapshot(device=None):
     segs = _C._memory_snapshot(_index(device))
     for seg in segs:
         for b in seg["blocks"]:
-            site = b.pop("call_site")
-            m = _SITE.match(site) if site else None
-            b["frames"] = ([{"filename": m.group(1), "line": int(m.group(2)),
-                             "name": (m.group(3) or "").rstrip("()")}] if m else [])
+            b["frames"] = _frames(b.pop("call_site"))
     return segs
+
+
+def _frames(site):
+    """A call site ("file.py:42 in aten::mm()") as torch's frames list."""
+    m = _SITE.match(site) if site else None
+    return ([{"filename": m.group(1), "line": int(m.group(2)),
+              "name": (m.group(3) or "").rstrip("()")}] if m else [])
 
 
 def _set_allocator_settings(settings):
@@ -851,22 +884,56 @@ def call_sites():
 
 class _Memory:
     """torch.npu.memory's (torch.cuda.memory's) snapshot calls, whose pickle
-    https://pytorch.org/memory_viz reads. The snapshot holds the pools'
-    segments and blocks with each allocated block's Python line; no trace of
-    past allocation events is kept (device_traces is empty)."""
+    https://pytorch.org/memory_viz reads: the pools' segments and blocks
+    with each allocated block's Python line, and each device's history of
+    allocations, frees and segments (device_traces) while recording."""
+
+    _NEW = ("context", "stacks", "max_entries", "device", "clear_history")
+    _LEGACY = ("record_context", "trace_alloc_max_entries", "trace_alloc_record_context",
+               "device", "record_context_cpp")
 
     @staticmethod
     def _record_memory_history(enabled="all", *args, **kwargs):
-        """Records the Python line of each allocation (torch 2.x passes
-        "all"/"state"/None, torch 1.13 True/False). The same switch as
-        set_call_sites, so it also names call sites in fault reports."""
+        """torch 2.x's form: enabled "all" records the Python line of each
+        allocation and the last max_entries (default: no limit) events of
+        each device; "state" the lines only; None stops both. torch 1.13's:
+        True/False with trace_alloc_max_entries (default 1). The lines use
+        the same switch as set_call_sites, so they also name call sites in
+        fault reports. Each call empties the history kept so far."""
+        legacy = isinstance(enabled, bool)
+        names = _Memory._LEGACY if legacy else _Memory._NEW
+        if len(args) > len(names):
+            raise TypeError("_record_memory_history takes at most %d arguments after "
+                            "enabled" % len(names))
+        opts = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names or k in opts:
+                raise TypeError("_record_memory_history got an unexpected or repeated "
+                                "argument %r" % k)
+            opts[k] = v
+        if legacy:
+            entries = opts.get("trace_alloc_max_entries", 1) if enabled else 0
+        elif enabled in ("all", "state", None):
+            entries = opts.get("max_entries", sys.maxsize) if enabled == "all" else 0
+        else:
+            raise ValueError("enabled must be \"all\", \"state\" or None (or torch 1.13's "
+                             "True/False), not %r" % (enabled,))
+        if isinstance(entries, bool) or not isinstance(entries, int) or entries < 0:
+            raise ValueError("max_entries must be an int >= 0, not %r" % (entries,))
+        _C._record_memory_history(entries)
         set_call_sites(enabled not in (None, False))
 
     @staticmethod
     def _snapshot(device=None):
         devices = range(device_count()) if device is None else [_index(device)]
         segments = [seg for i in devices for seg in memory_snapshot(i)]
-        return {"segments": segments, "device_traces": [[] for _ in range(device_count())]}
+        traces = []
+        for i in range(device_count()):
+            events = _C._memory_history(i) if i in devices else []
+            for e in events:
+                e["frames"] = _frames(e.pop("call_site"))
+            traces.append(events)
+        return {"segments": segments, "device_traces": traces}
 
     @staticmethod
     def _dump_snapshot(filename="dump_snapshot.pickle"):

@@ -524,6 +524,52 @@ typedef void (*npurtOomObserver)(int device, size_t requestedBytes, const char *
 NPURT_API npurtError_t npurtMemSetOomObserver(npurtOomObserver observer, void *userData);
 
 /*
+ * The pools' history, as torch.cuda.memory._record_memory_history() keeps
+ * it for https://pytorch.org/memory_viz's timelines. With maxEntries > 0
+ * every pool of the process (those made later included) keeps its last
+ * maxEntries events; 0 stops recording. Each call empties the histories
+ * kept so far. The ring grows as events come, so a large maxEntries costs
+ * only what is recorded. Off, the cost is one atomic load per allocation
+ * and free. Thread-safe.
+ */
+typedef enum npurtMemTraceAction {
+	npurtMemTraceAlloc = 0, /* a block handed out */
+	npurtMemTraceFreeRequested = 1, /* freed; queued work may still use it */
+	npurtMemTraceFreeCompleted = 2, /* reusable: the work that could use it is done */
+	npurtMemTraceSegmentAlloc = 3, /* a segment of device memory got from the driver */
+	npurtMemTraceSegmentFree = 4, /* a segment given back */
+	npurtMemTraceSegmentMap = 5, /* a page mapped into an expandable segment */
+	npurtMemTraceSegmentUnmap = 6, /* a page of one given back */
+	npurtMemTraceOom = 7 /* a request failed for lack of device memory or address space */
+} npurtMemTraceAction;
+
+typedef struct npurtMemTraceEntry {
+	uint32_t action; /* npurtMemTraceAction */
+	uint32_t reserved0;
+	uint64_t address; /* npurtMemTraceOom: the device's free bytes then */
+	uint64_t size; /* npurtMemTraceOom: the bytes asked for */
+	/* The stream the block belongs to or was freed on: null for the
+	 * default stream and for a stream destroyed since. */
+	struct npurtStream_st *stream; /* npurtStream_t */
+	int64_t timeNs; /* CLOCK_REALTIME */
+	/* Alloc and FreeRequested: where the block was allocated, as
+	 * npurtMemBlockInfo's; null otherwise. */
+	const char *callSite;
+	const void *returnAddress;
+	uint64_t reserved[4];
+} npurtMemTraceEntry;
+
+NPURT_API npurtError_t npurtMemRecordHistory(size_t maxEntries);
+/*
+ * The current context's pool's history, oldest first. Two calls, as
+ * npurtMemGetSnapshot: with *count 0 (entries may be null) it sets *count
+ * to the events kept; with an array of that many it fills it and sets
+ * *count to those written. An array too small for the history as it is
+ * now is npurtErrorInvalidValue with *count set to what is needed.
+ */
+NPURT_API npurtError_t npurtMemGetHistory(npurtMemTraceEntry *entries, size_t *count);
+
+/*
  * Pinned host memory, mapped in the current context's device, from a
  * caching pool per context: FreeHost keeps the block pinned for the next
  * MallocHost (requests round up to a power of two up to 2 MiB, then to

@@ -556,6 +556,11 @@ npurtError_t npurtGraphDestroy(npurtGraph_t graph)
 		Graph *g = nullptr;
 		if (npurtError_t err = npurt::resolveGraph(graph, &g, api))
 			return err;
+		if (g->embedded)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) +
+			                        ": the graph is a child graph node's own; it goes "
+			                        "with the node (npurtGraphDestroyNode)");
 		if (!npurt::unregisterGraph(g))
 			return setError(npurtErrorInvalidValue,
 			                std::string(api) +
@@ -826,6 +831,11 @@ npurtError_t npurtGraphAddMemAllocNode(npurtGraphNode_t *pGraphNode, npurtGraph_
 		Graph *g = target(pGraphNode, graph, pDependencies, numDependencies, &d, &err, api);
 		if (!g)
 			return err;
+		if (g->embedded)
+			return setError(
+			        npurtErrorNotSupported,
+			        std::string(api) +
+			                ": a child graph node's graph cannot have memory nodes");
 		const npurtMemPoolProps &pp = nodeParams->poolProps;
 		const int dev = g->ctx().ordinal();
 		if (pp.allocType != npurtMemAllocationTypePinned ||
@@ -914,6 +924,46 @@ npurtError_t npurtGraphMemFreeNodeGetParams(npurtGraphNode_t node, void *dptr_ou
 	return guarded(api, [&] {
 		return getParam(node, npurtGraphNodeTypeMemFree, static_cast<void **>(dptr_out),
 		                "dptr_out", api, [](const GraphNode &n) { return n.p.dptr; });
+	});
+}
+
+npurtError_t npurtGraphAddChildGraphNode(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,
+                                         const npurtGraphNode_t *pDependencies,
+                                         size_t numDependencies, npurtGraph_t childGraph)
+{
+	const char *api = "npurtGraphAddChildGraphNode";
+	return guarded(api, [&] {
+		Graph *child = nullptr;
+		if (npurtError_t err = npurt::resolveGraph(childGraph, &child, api))
+			return err;
+		std::vector<GraphNode *> d;
+		npurtError_t err = npurtSuccess;
+		Graph *g = target(pGraphNode, graph, pDependencies, numDependencies, &d, &err, api);
+		if (!g)
+			return err;
+		if (&child->ctx() != &g->ctx())
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) +
+			                        ": the child graph is of another device");
+		if (child->hasMemoryNodes())
+			return setError(npurtErrorNotSupported,
+			                std::string(api) +
+			                        ": the child graph has memory alloc or free "
+			                        "nodes, which a child graph cannot have");
+		npurt::NodeParams p;
+		p.type = npurtGraphNodeTypeGraph;
+		p.child = npurt::embedGraph(*child);
+		*pGraphNode = g->add(std::move(p), d);
+		return npurtSuccess;
+	});
+}
+
+npurtError_t npurtGraphChildGraphNodeGetGraph(npurtGraphNode_t node, npurtGraph_t *pGraph)
+{
+	const char *api = "npurtGraphChildGraphNodeGetGraph";
+	return guarded(api, [&] {
+		return getParam(node, npurtGraphNodeTypeGraph, pGraph, "pGraph", api,
+		                [](const GraphNode &n) -> npurtGraph_t { return n.p.child.get(); });
 	});
 }
 
@@ -1126,9 +1176,10 @@ npurtError_t npurtGraphLaunch(npurtGraphExec_t graphExec, npurtStream_t stream)
 			                std::string(api) +
 			                        ": the stream is not of the graph's context "
 			                        "(its device)");
-		if (s->capturing())
-			return s->captureRefuse(api,
-			                        "launching a graph into a capture (child graphs)");
+		// Into a capture: the executable graph becomes a child graph node.
+		npurtError_t err = npurtSuccess;
+		if (s->captureGraph(e->graph(), api, &err))
+			return err;
 		std::lock_guard<std::mutex> lock(e->launchMutex);
 		// After the executable graph's last launch on another stream:
 		// after that stream's work so far, deferred work included (a
@@ -1307,6 +1358,30 @@ npurtError_t npurtGraphExecEventWaitNodeSetEvent(npurtGraphExec_t hGraphExec,
 	return guarded(api, [&] {
 		return onExecNode(hGraphExec, hNode, npurtGraphNodeTypeWaitEvent, api,
 		                  [&](Context &, GraphNode &n) { return setEvent(n, event, api); });
+	});
+}
+
+npurtError_t npurtGraphExecChildGraphNodeSetParams(npurtGraphExec_t hGraphExec,
+                                                   npurtGraphNode_t node, npurtGraph_t childGraph)
+{
+	const char *api = "npurtGraphExecChildGraphNodeSetParams";
+	return guarded(api, [&] {
+		GraphExec *e = nullptr;
+		GraphNode *n = nullptr;
+		if (npurtError_t err =
+		            execNode(hGraphExec, node, npurtGraphNodeTypeGraph, &e, &n, api))
+			return err;
+		Graph *child = nullptr;
+		if (npurtError_t err = npurt::resolveGraph(childGraph, &child, api))
+			return err;
+		npurtGraphExecUpdateResultInfo info{};
+		if (&child->ctx() != &e->ctx() || !e->updateChild(*n, *child, &info))
+			return setError(
+			        npurtErrorInvalidValue,
+			        std::string(api) + ": the graph does not pair with graph node " +
+			                std::to_string(n->id) +
+			                "'s (its nodes, types, edges and engines must match)");
+		return npurtSuccess;
 	});
 }
 

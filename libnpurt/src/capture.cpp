@@ -417,6 +417,28 @@ bool Stream::captureHost(std::function<void(npurtError_t)> fn, bool afterFailure
 	return true;
 }
 
+bool Stream::captureGraph(const Graph &g, const char *api, npurtError_t *err)
+{
+	if (!capturing())
+		return false;
+	// As npurtGraphAddChildGraphNode refuses it.
+	if (g.hasMemoryNodes()) {
+		*err = captureRefuse(api, "launching a graph with memory alloc or free nodes "
+		                          "(it cannot be a child graph)");
+		return true;
+	}
+	std::shared_ptr<Graph> child = embedGraph(g);  // copied outside the capture's lock
+	InCapture in;
+	Entry e = enter(*this, api, &in, err);
+	if (e != Entry::In)
+		return e == Entry::Invalid;
+	NodeParams p;
+	p.type = npurtGraphNodeTypeGraph;
+	p.child = std::move(child);
+	addAfter(in, std::move(p));
+	return true;
+}
+
 bool Stream::captureRecord(Event &ev, const char *api, npurtError_t *err)
 {
 	InCapture in;

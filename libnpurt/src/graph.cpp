@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_set>
@@ -69,6 +70,8 @@ const char *typeName(npurtGraphNodeType t)
 		return "mem alloc";
 	case npurtGraphNodeTypeMemFree:
 		return "mem free";
+	case npurtGraphNodeTypeGraph:
+		return "child graph";
 	default:
 		return "empty";
 	}
@@ -235,6 +238,8 @@ std::unique_ptr<Graph> Graph::clone(std::unordered_map<const GraphNode *, GraphN
 		for (const GraphNode *d : n->deps)
 			deps.push_back(m.at(d));
 		GraphNode *c = g->add(n->p, deps);
+		if (n->p.child)
+			c->p.child = embedGraph(*n->p.child);
 		c->id = n->id;
 		m[n.get()] = c;
 	}
@@ -280,6 +285,25 @@ std::vector<const GraphNode *> Graph::order() const
 	return out;
 }
 
+bool Graph::hasMemoryNodes() const
+{
+	return std::ranges::any_of(nodes_, [](const auto &n) {
+		return n->p.type == npurtGraphNodeTypeMemAlloc ||
+		       n->p.type == npurtGraphNodeTypeMemFree;
+	});
+}
+
+std::shared_ptr<Graph> embedGraph(const Graph &g)
+{
+	std::shared_ptr<Graph> c(g.clone(nullptr).release(), [](Graph *p) {
+		unregisterGraph(p);
+		delete p;
+	});
+	c->embedded = true;
+	registerGraph(c.get());
+	return c;
+}
+
 std::string Graph::dot(bool verbose) const
 {
 	std::string s = "digraph npurtGraph {\n\trankdir=TB;\n\tnode [shape=box];\n";
@@ -288,6 +312,8 @@ std::string Graph::dot(bool verbose) const
 		if (verbose || n->p.tasks.size() == 1)
 			for (const GraphTask &t : n->p.tasks)
 				label += "\\n" + escape(t.info.what());
+		if (n->p.child)
+			label += "\\n" + std::to_string(n->p.child->nodes().size()) + " nodes";
 		if (n->p.type == npurtGraphNodeTypeMemAlloc ||
 		    n->p.type == npurtGraphNodeTypeMemFree)
 			label += "\\n" + hexAddr(reinterpret_cast<uint64_t>(n->p.dptr)) +
@@ -377,32 +403,43 @@ std::shared_ptr<const GraphPlan> buildPlan(const Graph &g)
 		appendTasks(*plan, run);
 		run.clear();
 	};
-	for (const GraphNode *n : g.order()) {
-		const NodeParams &p = n->p;
-		for (const GraphTask &t : p.tasks)
-			run.push_back({&t, n->id, t.engineClass});
-		PlanStep step;
-		switch (p.type) {
-		case npurtGraphNodeTypeHost:
-			step.kind = PlanStep::Host;
-			step.host = p.hostFn;
-			step.afterFailure = p.hostAfterFailure;
-			break;
-		case npurtGraphNodeTypeEventRecord:
-			step.kind = PlanStep::Record;
-			step.event = p.event;
-			break;
-		case npurtGraphNodeTypeWaitEvent:
-			step.kind = PlanStep::Wait;
-			step.event = p.event;
-			break;
-		default:
-			continue;
+	// A child graph's nodes run in its node's place (the plan is one
+	// order), their tasks named by that node of the launched graph.
+	std::function<void(const Graph &, uint32_t)> visit = [&](const Graph &graph,
+	                                                         uint32_t outer) {
+		for (const GraphNode *n : graph.order()) {
+			const NodeParams &p = n->p;
+			const uint32_t id = outer ? outer : n->id;
+			if (p.child) {
+				visit(*p.child, id);
+				continue;
+			}
+			for (const GraphTask &t : p.tasks)
+				run.push_back({&t, id, t.engineClass});
+			PlanStep step;
+			switch (p.type) {
+			case npurtGraphNodeTypeHost:
+				step.kind = PlanStep::Host;
+				step.host = p.hostFn;
+				step.afterFailure = p.hostAfterFailure;
+				break;
+			case npurtGraphNodeTypeEventRecord:
+				step.kind = PlanStep::Record;
+				step.event = p.event;
+				break;
+			case npurtGraphNodeTypeWaitEvent:
+				step.kind = PlanStep::Wait;
+				step.event = p.event;
+				break;
+			default:
+				continue;
+			}
+			flush();
+			plan->tasksOnly = false;
+			plan->steps.push_back(std::move(step));
 		}
-		flush();
-		plan->tasksOnly = false;
-		plan->steps.push_back(std::move(step));
-	}
+	};
+	visit(g, 0);
 	flush();
 	return plan;
 }
@@ -433,61 +470,105 @@ std::shared_ptr<const GraphPlan> GraphExec::plan()
 	return plan_;
 }
 
-bool GraphExec::update(const Graph &g, npurtGraphExecUpdateResultInfo *info)
+namespace {
+
+bool updateFailed(npurtGraphExecUpdateResultInfo *info, npurtGraphExecUpdateResult r,
+                  const GraphNode *n, const GraphNode *from)
 {
-	auto fail = [info](npurtGraphExecUpdateResult r, const GraphNode *n,
-	                   const GraphNode *from) {
-		info->result = r;
-		info->errorNode = const_cast<GraphNode *>(n);
-		info->errorFromNode = const_cast<GraphNode *>(from);
-		return false;
-	};
-	const auto &mineNodes = graph_->nodes();
-	const auto &theirs = g.nodes();
-	if (mineNodes.size() != theirs.size())
-		return fail(npurtGraphExecUpdateErrorTopologyChanged, nullptr, nullptr);
-	// Nodes pair up in the order they were made (as a capture of the same
-	// code makes them); edges must match under that pairing.
+	info->result = r;
+	info->errorNode = const_cast<GraphNode *>(n);
+	info->errorFromNode = const_cast<GraphNode *>(from);
+	return false;
+}
+
+// Whether theirs may update mine: the same nodes, paired in the order they
+// were made (as a capture of the same code makes them), of the same types
+// and engine classes, with the same edges under that pairing and the same
+// graph memory; child graphs alike.
+bool updatable(const Graph &mine, const Graph &theirs, npurtGraphExecUpdateResultInfo *info)
+{
+	const auto &mineNodes = mine.nodes();
+	const auto &theirNodes = theirs.nodes();
+	if (mineNodes.size() != theirNodes.size())
+		return updateFailed(info, npurtGraphExecUpdateErrorTopologyChanged, nullptr,
+		                    nullptr);
 	std::unordered_map<const GraphNode *, size_t> index;
-	for (size_t i = 0; i < theirs.size(); i++)
-		index[theirs[i].get()] = i;
+	for (size_t i = 0; i < theirNodes.size(); i++)
+		index[theirNodes[i].get()] = i;
 	std::unordered_map<const GraphNode *, size_t> myIndex;
 	for (size_t i = 0; i < mineNodes.size(); i++)
 		myIndex[mineNodes[i].get()] = i;
-	for (size_t i = 0; i < theirs.size(); i++) {
-		const GraphNode *t = theirs[i].get();
+	for (size_t i = 0; i < theirNodes.size(); i++) {
+		const GraphNode *t = theirNodes[i].get();
 		const GraphNode *m = mineNodes[i].get();
 		if (t->p.type != m->p.type)
-			return fail(npurtGraphExecUpdateErrorNodeTypeChanged, t, nullptr);
+			return updateFailed(info, npurtGraphExecUpdateErrorNodeTypeChanged, t,
+			                    nullptr);
 		std::set<size_t> a, b;
 		for (const GraphNode *d : t->deps)
 			a.insert(index.at(d));
 		for (const GraphNode *d : m->deps)
 			b.insert(myIndex.at(d));
 		if (a != b)
-			return fail(npurtGraphExecUpdateErrorTopologyChanged, t,
-			            t->deps.empty() ? nullptr : t->deps.front());
+			return updateFailed(info, npurtGraphExecUpdateErrorTopologyChanged, t,
+			                    t->deps.empty() ? nullptr : t->deps.front());
 		// Graph memory is fixed when the exec is made.
 		if ((t->p.type == npurtGraphNodeTypeMemAlloc ||
 		     t->p.type == npurtGraphNodeTypeMemFree) &&
 		    (t->p.dptr != m->p.dptr || t->p.bytes != m->p.bytes))
-			return fail(npurtGraphExecUpdateErrorNotSupported, t, nullptr);
+			return updateFailed(info, npurtGraphExecUpdateErrorNotSupported, t,
+			                    nullptr);
 		if (hasTasks(t) != hasTasks(m) ||
 		    (hasTasks(t) &&
 		     t->p.tasks.front().engineClass != m->p.tasks.front().engineClass))
-			return fail(npurtGraphExecUpdateErrorParametersChanged, t, nullptr);
+			return updateFailed(info, npurtGraphExecUpdateErrorParametersChanged, t,
+			                    nullptr);
+		// The node inside a child that differs is not the caller's to
+		// name: the child node is.
+		if (t->p.child && !updatable(*m->p.child, *t->p.child, info))
+			return updateFailed(info, info->result, t, nullptr);
 	}
+	return true;
+}
+
+// The parameters of `from`, a node of a graph the user holds, into an
+// exec's node; an embedded graph copied, so that later changes to the
+// user's graph do not reach the exec.
+void takeParams(GraphNode &mine, const GraphNode &from)
+{
+	uint32_t id = mine.id;
+	mine.p = from.p;
+	if (from.p.child)
+		mine.p.child = embedGraph(*from.p.child);
+	mine.id = id;
+}
+
+}  // namespace
+
+bool GraphExec::update(const Graph &g, npurtGraphExecUpdateResultInfo *info)
+{
+	if (!updatable(*graph_, g, info))
+		return false;
+	const auto &mineNodes = graph_->nodes();
+	const auto &theirs = g.nodes();
 	for (size_t i = 0; i < theirs.size(); i++) {
-		GraphNode *m = mineNodes[i].get();
-		uint32_t id = m->id;
-		m->p = theirs[i]->p;
-		m->id = id;
-		map_[theirs[i].get()] = m;
+		takeParams(*mineNodes[i], *theirs[i]);
+		map_[theirs[i].get()] = mineNodes[i].get();
 	}
 	replan();
+	*info = npurtGraphExecUpdateResultInfo{};
 	info->result = npurtGraphExecUpdateSuccess;
-	info->errorNode = nullptr;
-	info->errorFromNode = nullptr;
+	return true;
+}
+
+bool GraphExec::updateChild(GraphNode &n, const Graph &child, npurtGraphExecUpdateResultInfo *info)
+{
+	if (!updatable(*n.p.child, child, info))
+		return false;
+	n.p.child = embedGraph(child);
+	replan();
+	*info = npurtGraphExecUpdateResultInfo{};
+	info->result = npurtGraphExecUpdateSuccess;
 	return true;
 }
 

@@ -49,6 +49,9 @@ struct NodeParams {
 	Event *event = nullptr;  // record and wait nodes
 	void *dptr = nullptr;  // alloc and free nodes
 	size_t bytes = 0;
+	// Child graph nodes: the embedded graph, a copy of its own (clones of
+	// the node copy it again: see embedGraph).
+	std::shared_ptr<Graph> child;
 	CallSite site;  // the call that made the node
 };
 
@@ -95,6 +98,9 @@ public:
 	bool alive() const;
 	// npurtGraphClone's original (compared, never followed).
 	const Graph *origin = nullptr;
+	// A child graph node's graph: the node owns it, the user may change
+	// it but not destroy it, and it holds no memory nodes (as CUDA's).
+	bool embedded = false;
 	const std::vector<std::unique_ptr<GraphNode>> &nodes() const { return nodes_; }
 	const std::shared_ptr<GraphMemory> &memory() const { return memory_; }
 
@@ -113,6 +119,8 @@ public:
 	// the same engine class kept together where the edges allow.
 	std::vector<const GraphNode *> order() const;
 	std::string dot(bool verbose) const;
+	// Whether it has memory alloc or free nodes.
+	bool hasMemoryNodes() const;
 
 private:
 	Context *ctx_;
@@ -121,6 +129,10 @@ private:
 	uint32_t nextId_ = 1;
 	std::shared_ptr<GraphMemory> memory_;
 };
+
+// A child graph node's graph: a copy of g, registered as a graph handle
+// (npurtGraphChildGraphNodeGetGraph) until the last node holding it goes.
+std::shared_ptr<Graph> embedGraph(const Graph &g);
 
 // Makes an op, copy or fill node after deps with the enqueue call itself
 // (so that it is checked and planned as that call is): enqueue runs on a
@@ -217,6 +229,10 @@ public:
 	// Updates: takes the parameters of g's nodes (same topology and
 	// types), else fills *info and returns false.
 	bool update(const Graph &g, npurtGraphExecUpdateResultInfo *info);
+	// npurtGraphExecChildGraphNodeSetParams: the exec's child node n
+	// takes child's parameters (same topology and types), else false with
+	// *info saying why.
+	bool updateChild(GraphNode &n, const Graph &child, npurtGraphExecUpdateResultInfo *info);
 
 private:
 	std::unique_ptr<Graph> graph_;

@@ -298,6 +298,10 @@ public:
 	npurtError_t captureRefuse(const char *api, const std::string &what);
 	// The stream is being destroyed: its capture is invalidated.
 	void abandonCapture();
+	// npurtGraphLaunch on a capturing stream: g (an executable graph's)
+	// becomes a child graph node after the stream's captured work; *err
+	// is set. False if the stream is not capturing (the launch runs).
+	bool captureGraph(const Graph &g, const char *api, npurtError_t *err);
 	// Runs an executable graph's plan after the stream's work
 	// (graph_launch.cpp).
 	npurtError_t launchGraph(const std::shared_ptr<const GraphPlan> &plan, const char *api);

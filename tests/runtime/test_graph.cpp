@@ -4,6 +4,7 @@
 // updates, graph memory, a fault inside a replayed graph, launch order
 // across streams, threads.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -948,7 +949,7 @@ TEST_F(Graphs, PerThreadStreamsCaptureWithCudasShortForms)
 	npurtGraphDestroy(g);
 }
 
-TEST_F(Graphs, LaunchingIntoACaptureIsRefusedAndACapturingStreamOrdersNothing)
+TEST_F(Graphs, LaunchingIntoACaptureAddsAChildGraphAndACapturingStreamOrdersNothing)
 {
 	float *y = buf_[3];
 	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
@@ -967,16 +968,209 @@ TEST_F(Graphs, LaunchingIntoACaptureIsRefusedAndACapturingStreamOrdersNothing)
 	npurtStreamCaptureStatus st = npurtStreamCaptureStatusActive;
 	ASSERT_EQ(npurtStreamIsCapturing(s_[2], &st), npurtSuccess);
 	EXPECT_EQ(st, npurtStreamCaptureStatusNone);
-	// A launch into a capture (a child graph) is refused.
-	EXPECT_EQ(npurtGraphLaunch(exec, s_[1]), npurtErrorStreamCaptureUnsupported);
-	npurtGraph_t none = nullptr;
-	EXPECT_EQ(npurtStreamEndCapture(s_[1], &none), npurtErrorStreamCaptureInvalidated);
-	npurtGetLastError();
+	// A launch into a capture adds the graph as a child graph node; it
+	// does not run.
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[1]), npurtSuccess) << lastMessage();
+	npurtGraph_t outer = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s_[1], &outer), npurtSuccess) << lastMessage();
 	ASSERT_EQ(npurtStreamSynchronize(s_[2]), npurtSuccess);
 	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
 	EXPECT_TRUE(holds(y, 2.0f));
+	ASSERT_EQ(nodeCount(outer), 1u);
+	npurtGraphNode_t node = nullptr;
+	size_t n = 1;
+	ASSERT_EQ(npurtGraphGetNodes(outer, &node, &n), npurtSuccess);
+	npurtGraphNodeType type = npurtGraphNodeTypeEmpty;
+	ASSERT_EQ(npurtGraphNodeGetType(node, &type), npurtSuccess);
+	EXPECT_EQ(type, npurtGraphNodeTypeGraph);
+	npurtGraphExec_t outerExec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&outerExec, outer, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(outerExec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 3.0f));
+	npurtGraphExecDestroy(outerExec);
+	npurtGraphDestroy(outer);
 	npurtGraphExecDestroy(exec);
 	npurtGraphDestroy(g);
+}
+
+// A graph of one op, y += ones (or twos), captured.
+npurtGraph_t addGraph(npurtStream_t s, float *y, const float *x)
+{
+	EXPECT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
+	npurtOpDesc d = addOp(y, x, y);
+	EXPECT_EQ(npurtLaunchOp(&d, s), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	EXPECT_EQ(npurtStreamEndCapture(s, &g), npurtSuccess) << lastMessage();
+	return g;
+}
+
+TEST_F(Graphs, ChildGraphNodesRunInPlaceAndOwnTheirGraph)
+{
+	float *y = buf_[3];
+	const float *ones = buf_[0];
+	npurtGraph_t child = addGraph(s_[0], y, ones);
+	ASSERT_NE(child, nullptr);
+	// y := 0, then the child twice in a row.
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&g, 0), npurtSuccess);
+	npurtMemsetParams mp{};
+	mp.dst = y;
+	mp.elementSize = 4;
+	mp.width = kN;
+	mp.height = 1;
+	npurtGraphNode_t zero = nullptr, a = nullptr, b = nullptr;
+	ASSERT_EQ(npurtGraphAddMemsetNode(&zero, g, nullptr, 0, &mp), npurtSuccess);
+	ASSERT_EQ(npurtGraphAddChildGraphNode(&a, g, &zero, 1, child), npurtSuccess)
+	        << lastMessage();
+	ASSERT_EQ(npurtGraphAddChildGraphNode(&b, g, &a, 1, child), npurtSuccess);
+	npurtGraphNodeType type = npurtGraphNodeTypeEmpty;
+	ASSERT_EQ(npurtGraphNodeGetType(a, &type), npurtSuccess);
+	EXPECT_EQ(type, npurtGraphNodeTypeGraph);
+	EXPECT_EQ(nodeCount(g), 3u);
+	// The node holds a copy: changing the graph it was made from changes
+	// nothing in it.
+	npurtGraphNode_t extra = nullptr;
+	npurtOpDesc d = addOp(y, ones, y);
+	ASSERT_EQ(npurtGraphAddKernelNode(&extra, child, nullptr, 0, &d), npurtSuccess);
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess) << lastMessage();
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(npurtGraphLaunch(exec, s_[1]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 2.0f));
+
+	// The node's own graph: queried and changed (the next instantiation
+	// sees it), never destroyed by the user nor given memory nodes.
+	npurtGraph_t own = nullptr;
+	EXPECT_EQ(npurtGraphChildGraphNodeGetGraph(zero, &own), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphChildGraphNodeGetGraph(a, nullptr), npurtErrorInvalidValue);
+	ASSERT_EQ(npurtGraphChildGraphNodeGetGraph(a, &own), npurtSuccess);
+	ASSERT_NE(own, nullptr);
+	EXPECT_NE(own, child);
+	EXPECT_EQ(nodeCount(own), 1u);
+	EXPECT_EQ(npurtGraphDestroy(own), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "child graph node's own")) << lastMessage();
+	npurtMemAllocNodeParams ap{};
+	ap.poolProps.allocType = npurtMemAllocationTypePinned;
+	ap.poolProps.location.type = npurtMemLocationTypeDevice;
+	ap.poolProps.location.id = 0;
+	ap.bytesize = 4096;
+	npurtGraphNode_t alloc = nullptr;
+	EXPECT_EQ(npurtGraphAddMemAllocNode(&alloc, own, nullptr, 0, &ap), npurtErrorNotSupported);
+	ASSERT_EQ(npurtGraphAddKernelNode(&extra, own, nullptr, 0, &d), npurtSuccess);
+	npurtGraphExec_t exec2 = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec2, g, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec2, s_[1]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 3.0f));
+	// The first exec was made before: unchanged.
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[1]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 2.0f));
+
+	// A clone has its own copy of each child graph.
+	npurtGraph_t c = nullptr;
+	ASSERT_EQ(npurtGraphClone(&c, g), npurtSuccess);
+	npurtGraphNode_t ca = nullptr;
+	ASSERT_EQ(npurtGraphNodeFindInClone(&ca, a, c), npurtSuccess);
+	npurtGraph_t cown = nullptr;
+	ASSERT_EQ(npurtGraphChildGraphNodeGetGraph(ca, &cown), npurtSuccess);
+	EXPECT_NE(cown, own);
+	EXPECT_EQ(nodeCount(cown), 2u);
+
+	// A graph with memory nodes cannot be a child.
+	npurtGraph_t withMem = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&withMem, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphAddMemAllocNode(&alloc, withMem, nullptr, 0, &ap), npurtSuccess);
+	npurtGraphNode_t bad = nullptr;
+	EXPECT_EQ(npurtGraphAddChildGraphNode(&bad, g, nullptr, 0, withMem),
+	          npurtErrorNotSupported);
+	EXPECT_EQ(npurtGraphAddChildGraphNode(&bad, g, nullptr, 0, nullptr),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphAddChildGraphNode(nullptr, g, nullptr, 0, child),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(nodeCount(g), 3u);
+
+	// The dot file shows the child node.
+	char path[] = "/tmp/npurt_child_XXXXXX";
+	int fd = mkstemp(path);
+	ASSERT_GE(fd, 0);
+	close(fd);
+	ASSERT_EQ(npurtGraphDebugDotPrint(g, path, 0), npurtSuccess);
+	std::ifstream f(path);
+	std::stringstream dot;
+	dot << f.rdbuf();
+	unlink(path);
+	EXPECT_TRUE(contains(dot.str(), "child graph")) << dot.str();
+
+	// Destroying the node ends its graph's handle.
+	ASSERT_EQ(npurtGraphDestroyNode(a), npurtSuccess);
+	size_t n = 0;
+	EXPECT_EQ(npurtGraphGetNodes(own, nullptr, &n), npurtErrorInvalidValue);
+	npurtGetLastError();
+	EXPECT_EQ(npurtGraphDestroy(withMem), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(c), npurtSuccess);
+	npurtGraphExecDestroy(exec);
+	npurtGraphExecDestroy(exec2);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(child), npurtSuccess);
+}
+
+TEST_F(Graphs, ChildGraphParametersUpdateInAnExec)
+{
+	float *y = buf_[3];
+	npurtGraph_t ones = addGraph(s_[0], y, buf_[0]);
+	npurtGraph_t twos = addGraph(s_[0], y, buf_[1]);
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&g, 0), npurtSuccess);
+	npurtGraphNode_t a = nullptr;
+	ASSERT_EQ(npurtGraphAddChildGraphNode(&a, g, nullptr, 0, ones), npurtSuccess);
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess);
+	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[1]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 1.0f));
+	ASSERT_EQ(npurtGraphExecChildGraphNodeSetParams(exec, a, twos), npurtSuccess)
+	        << lastMessage();
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[1]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 3.0f));
+
+	// Another shape is refused, and the exec keeps what it had.
+	npurtGraphNode_t more = nullptr;
+	npurtOpDesc d = addOp(y, buf_[0], y);
+	ASSERT_EQ(npurtGraphAddKernelNode(&more, twos, nullptr, 0, &d), npurtSuccess);
+	EXPECT_EQ(npurtGraphExecChildGraphNodeSetParams(exec, a, twos), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "does not pair")) << lastMessage();
+	EXPECT_EQ(npurtGraphExecChildGraphNodeSetParams(exec, a, nullptr), npurtErrorInvalidValue);
+	// So does a whole-graph update whose child differs: the child node is
+	// named.
+	npurtGraph_t g2 = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&g2, 0), npurtSuccess);
+	npurtGraphNode_t a2 = nullptr;
+	ASSERT_EQ(npurtGraphAddChildGraphNode(&a2, g2, nullptr, 0, twos), npurtSuccess);
+	npurtGraphExecUpdateResultInfo info{};
+	EXPECT_EQ(npurtGraphExecUpdate(exec, g2, &info), npurtErrorGraphExecUpdateFailure);
+	EXPECT_EQ(info.result, npurtGraphExecUpdateErrorTopologyChanged);
+	EXPECT_EQ(info.errorNode, a2);
+	npurtGetLastError();
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[1]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 5.0f));
+	// One of the same shape updates it.
+	npurtGraph_t g3 = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&g3, 0), npurtSuccess);
+	npurtGraphNode_t a3 = nullptr;
+	ASSERT_EQ(npurtGraphAddChildGraphNode(&a3, g3, nullptr, 0, ones), npurtSuccess);
+	ASSERT_EQ(npurtGraphExecUpdate(exec, g3, &info), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[1]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 6.0f));
+	npurtGraphExecDestroy(exec);
+	for (npurtGraph_t x : {g, g2, g3, ones, twos})
+		EXPECT_EQ(npurtGraphDestroy(x), npurtSuccess);
 }
 
 TEST_F(Graphs, ThreadsCaptureAndLaunchTheirOwnGraphs)

@@ -1308,6 +1308,11 @@ NPURT_API npurtError_t npurtProfilerSummary(char *buf, size_t size, size_t *need
  * and frees outside the graph end its use, and it is released when the
  * graph, its clones and its executable graphs are all destroyed.
  *
+ * A child graph node embeds a copy of another graph, whose work runs in the
+ * node's place (a fault names the child node); npurtGraphLaunch on a
+ * capturing stream adds the executable graph as one. As in CUDA, a graph
+ * with memory alloc or free nodes cannot be a child.
+ *
  * Thread safety: a graph or executable graph may be used by one thread at a
  * time (the caller serialises calls on the same one, as in CUDA); different
  * graphs, and launches of an executable graph on any streams, may go on in
@@ -1343,7 +1348,7 @@ typedef enum npurtGraphNodeType {
 	npurtGraphNodeTypeMemcpy = 1,
 	npurtGraphNodeTypeMemset = 2,
 	npurtGraphNodeTypeHost = 3,
-	npurtGraphNodeTypeGraph = 4, /* not made by this runtime */
+	npurtGraphNodeTypeGraph = 4, /* a child graph */
 	npurtGraphNodeTypeEmpty = 5,
 	npurtGraphNodeTypeWaitEvent = 6,
 	npurtGraphNodeTypeEventRecord = 7,
@@ -1487,6 +1492,15 @@ NPURT_API npurtError_t npurtGraphAddMemFreeNode(npurtGraphNode_t *pGraphNode, np
                                                 const npurtGraphNode_t *pDependencies,
                                                 size_t numDependencies, void *dptr);
 NPURT_API npurtError_t npurtGraphMemFreeNodeGetParams(npurtGraphNode_t node, void *dptr_out);
+/* childGraph is copied (later changes to it do not reach the node). A graph
+ * with memory nodes is npurtErrorNotSupported. */
+NPURT_API npurtError_t npurtGraphAddChildGraphNode(npurtGraphNode_t *pGraphNode, npurtGraph_t graph,
+                                                   const npurtGraphNode_t *pDependencies,
+                                                   size_t numDependencies, npurtGraph_t childGraph);
+/* The node's own graph (not a copy): it may be queried and changed, as in
+ * CUDA, but not destroyed (it goes with the node) nor given memory nodes. */
+NPURT_API npurtError_t npurtGraphChildGraphNodeGetGraph(npurtGraphNode_t node,
+                                                        npurtGraph_t *pGraph);
 NPURT_API npurtError_t npurtGraphNodeGetType(npurtGraphNode_t node, npurtGraphNodeType *pType);
 /* The node lists: with a NULL array, *num gets the count; else up to *num
  * are written and *num gets how many. */
@@ -1553,6 +1567,12 @@ NPURT_API npurtError_t npurtGraphExecEventRecordNodeSetEvent(npurtGraphExec_t hG
 NPURT_API npurtError_t npurtGraphExecEventWaitNodeSetEvent(npurtGraphExec_t hGraphExec,
                                                            npurtGraphNode_t hNode,
                                                            npurtEvent_t event);
+/* The parameters of childGraph's nodes, which must pair with the child
+ * graph's as npurtGraphExecUpdate pairs a graph's (npurtErrorInvalidValue
+ * if not). */
+NPURT_API npurtError_t npurtGraphExecChildGraphNodeSetParams(npurtGraphExec_t hGraphExec,
+                                                             npurtGraphNode_t node,
+                                                             npurtGraph_t childGraph);
 
 /* The synchronous calls on the calling thread's per-thread default stream,
  * which NPURT_API_PER_THREAD_DEFAULT_STREAM makes npurtMemcpy, npurtMemcpy2D,

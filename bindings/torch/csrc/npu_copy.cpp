@@ -504,6 +504,8 @@ at::Tensor &zero(at::Tensor &self)
 	return self;
 }
 
+}  // namespace
+
 void resizeStorageBytes(c10::StorageImpl *st, size_t nbytes, int device)
 {
 	OpScope op("aten::resize_");
@@ -518,6 +520,8 @@ void resizeStorageBytes(c10::StorageImpl *st, size_t nbytes, int device)
 	st->set_data_ptr_noswap(std::move(fresh));
 	st->set_nbytes(nbytes);
 }
+
+namespace {
 
 // Grows the storage like CUDA's resize_.
 void growStorage(const at::Tensor &self, size_t nbytes)

@@ -240,6 +240,14 @@ npurtError_t execNode(npurtGraphExec_t exec, npurtGraphNode_t node, npurtGraphNo
 	return npurtSuccess;
 }
 
+npurtError_t checkGraphMemDevice(int device, const char *api)
+{
+	Runtime &rt = Runtime::instance();
+	if (npurtError_t err = rt.start())
+		return err;
+	return rt.checkOrdinal(device, api);
+}
+
 // Runs f, turning exceptions into errors.
 template <typename F> npurtError_t guarded(const char *api, F f)
 {
@@ -965,6 +973,63 @@ npurtError_t npurtGraphChildGraphNodeGetGraph(npurtGraphNode_t node, npurtGraph_
 		return getParam(node, npurtGraphNodeTypeGraph, pGraph, "pGraph", api,
 		                [](const GraphNode &n) -> npurtGraph_t { return n.p.child.get(); });
 	});
+}
+
+npurtError_t npurtDeviceGetGraphMemAttribute(int device, npurtGraphMemAttributeType attr,
+                                             void *value)
+{
+	const char *api = "npurtDeviceGetGraphMemAttribute";
+	return guarded(api, [&] {
+		if (!value)
+			return nullArgument(api, "value");
+		if (npurtError_t err = checkGraphMemDevice(device, api))
+			return err;
+		uint64_t current = 0, high = 0;
+		npurt::graphMemoryUsage(device, &current, &high);
+		switch (attr) {
+		case npurtGraphMemAttrUsedMemCurrent:
+		case npurtGraphMemAttrReservedMemCurrent:
+			*static_cast<uint64_t *>(value) = current;
+			return npurtSuccess;
+		case npurtGraphMemAttrUsedMemHigh:
+		case npurtGraphMemAttrReservedMemHigh:
+			*static_cast<uint64_t *>(value) = high;
+			return npurtSuccess;
+		}
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": unknown attribute " +
+		                        std::to_string(static_cast<int>(attr)));
+	});
+}
+
+npurtError_t npurtDeviceSetGraphMemAttribute(int device, npurtGraphMemAttributeType attr,
+                                             void *value)
+{
+	const char *api = "npurtDeviceSetGraphMemAttribute";
+	return guarded(api, [&] {
+		if (!value)
+			return nullArgument(api, "value");
+		if (npurtError_t err = checkGraphMemDevice(device, api))
+			return err;
+		if (attr != npurtGraphMemAttrUsedMemHigh &&
+		    attr != npurtGraphMemAttrReservedMemHigh)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) +
+			                        ": only the High attributes can be set "
+			                        "(reset), not attribute " +
+			                        std::to_string(static_cast<int>(attr)));
+		if (*static_cast<const uint64_t *>(value) != 0)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": a High attribute is reset with 0");
+		npurt::resetGraphMemoryHigh(device);
+		return npurtSuccess;
+	});
+}
+
+npurtError_t npurtDeviceGraphMemTrim(int device)
+{
+	const char *api = "npurtDeviceGraphMemTrim";
+	return guarded(api, [&] { return checkGraphMemDevice(device, api); });
 }
 
 npurtError_t npurtGraphNodeGetType(npurtGraphNode_t node, npurtGraphNodeType *pType)

@@ -287,6 +287,77 @@ npurtError_t npurtMemPoolGetAttribute(npurtMemPool_t memPool, npurtMemPoolAttr a
 	}
 }
 
+npurtError_t npurtMemPoolSetAccess(npurtMemPool_t memPool, const npurtMemAccessDesc *descList,
+                                   size_t count)
+{
+	const char *api = "npurtMemPoolSetAccess";
+	try {
+		MemPool *pool = nullptr;
+		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
+			return err;
+		if (count && !descList)
+			return nullArgument(api, "descList");
+		// All checked before anything is taken, as CUDA's.
+		for (size_t i = 0; i < count; i++) {
+			const npurtMemAccessDesc &d = descList[i];
+			const std::string which = std::string(api) + ": entry " + std::to_string(i);
+			if (d.location.type != npurtMemLocationTypeDevice)
+				return setError(npurtErrorInvalidValue,
+				                which + ": the location must be a device");
+			if (npurtError_t err = Runtime::instance().checkOrdinal(d.location.id, api))
+				return err;
+			if (d.flags != npurtMemAccessFlagsProtNone &&
+			    d.flags != npurtMemAccessFlagsProtRead &&
+			    d.flags != npurtMemAccessFlagsProtReadWrite)
+				return setError(npurtErrorInvalidValue,
+				                which + ": unknown access flags " +
+				                        std::to_string(static_cast<int>(d.flags)));
+			const bool own = d.location.id == pool->device();
+			if (own && d.flags != npurtMemAccessFlagsProtReadWrite)
+				return setError(
+				        npurtErrorNotSupported,
+				        which +
+				                ": a pool's memory is always read-write on its "
+				                "own device (NPU " +
+				                std::to_string(pool->device()) + ")");
+			if (!own && d.flags != npurtMemAccessFlagsProtNone)
+				return setError(npurtErrorNotSupported,
+				                which + ": NPU " + std::to_string(d.location.id) +
+				                        " cannot map the memory of a pool of NPU " +
+				                        std::to_string(pool->device()) +
+				                        " (copy it with npurtMemcpyPeer)");
+		}
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtMemPoolGetAccess(npurtMemAccessFlags *flags, npurtMemPool_t memPool,
+                                   npurtMemLocation *location)
+{
+	const char *api = "npurtMemPoolGetAccess";
+	try {
+		if (!flags)
+			return nullArgument(api, "flags");
+		if (!location)
+			return nullArgument(api, "location");
+		MemPool *pool = nullptr;
+		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
+			return err;
+		if (location->type != npurtMemLocationTypeDevice)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": the location must be a device");
+		if (npurtError_t err = Runtime::instance().checkOrdinal(location->id, api))
+			return err;
+		*flags = location->id == pool->device() ? npurtMemAccessFlagsProtReadWrite
+		                                        : npurtMemAccessFlagsProtNone;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
 npurtError_t npurtMemPoolTrimTo(npurtMemPool_t memPool, size_t minBytesToKeep)
 {
 	const char *api = "npurtMemPoolTrimTo";

@@ -403,18 +403,33 @@ npurtError_t npurtStreamGetDevice(npurtStream_t stream, int *device)
 	return npurtSuccess;
 }
 
+npurtError_t npurtStreamGetId(npurtStream_t stream, unsigned long long *streamId)
+{
+	if (!streamId)
+		return nullArgument("npurtStreamGetId", "streamId");
+	Stream *s = nullptr;
+	if (npurtError_t err = npurt::resolveStream(stream, &s, "npurtStreamGetId"))
+		return err;
+	*streamId = s->serial();
+	return npurtSuccess;
+}
+
 npurtError_t npurtStreamWaitEvent(npurtStream_t stream, npurtEvent_t event, unsigned int flags)
 {
 	try {
 		const char *api = "npurtStreamWaitEvent";
-		if (flags)
+		if (flags & ~npurtEventWaitExternal)
 			return setError(npurtErrorInvalidValue,
-			                std::string(api) + ": flags must be 0");
+			                std::string(api) + ": unknown flags " +
+			                        npurt::hexAddr(flags & ~npurtEventWaitExternal));
 		Stream *s = nullptr;
 		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
 			return err;
 		Event *ev = nullptr;
 		if (npurtError_t err = npurt::resolveEvent(event, &ev, api))
+			return err;
+		npurtError_t err = npurtSuccess;
+		if ((flags & npurtEventWaitExternal) && s->captureExternal(*ev, false, api, &err))
 			return err;
 		return s->wait(*ev, api);
 	} catch (...) {
@@ -657,6 +672,29 @@ npurtError_t npurtEventRecord(npurtEvent_t event, npurtStream_t stream)
 		return s->record(*ev, api);
 	} catch (...) {
 		return npurt::errorFromException("npurtEventRecord");
+	}
+}
+
+npurtError_t npurtEventRecordWithFlags(npurtEvent_t event, npurtStream_t stream, unsigned int flags)
+{
+	try {
+		const char *api = "npurtEventRecordWithFlags";
+		if (flags & ~npurtEventRecordExternal)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": unknown flags " +
+			                        npurt::hexAddr(flags & ~npurtEventRecordExternal));
+		Event *ev = nullptr;
+		if (npurtError_t err = npurt::resolveEvent(event, &ev, api))
+			return err;
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+			return err;
+		npurtError_t err = npurtSuccess;
+		if ((flags & npurtEventRecordExternal) && s->captureExternal(*ev, true, api, &err))
+			return err;
+		return s->record(*ev, api);
+	} catch (...) {
+		return npurt::errorFromException("npurtEventRecordWithFlags");
 	}
 }
 

@@ -439,6 +439,23 @@ bool Stream::captureGraph(const Graph &g, const char *api, npurtError_t *err)
 	return true;
 }
 
+bool Stream::captureExternal(Event &ev, bool record, const char *api, npurtError_t *err)
+{
+	if (!capturing())
+		return false;
+	InCapture in;
+	Entry e = enter(*this, api, &in, err);
+	if (e != Entry::In)
+		return e == Entry::Invalid;
+	NodeParams p;
+	p.type = record ? npurtGraphNodeTypeEventRecord : npurtGraphNodeTypeWaitEvent;
+	p.event = &ev;
+	GraphNode *n = addAfter(in, std::move(p));
+	if (record)
+		ev.setCaptured(in.cap, {n});
+	return true;
+}
+
 bool Stream::captureRecord(Event &ev, const char *api, npurtError_t *err)
 {
 	InCapture in;

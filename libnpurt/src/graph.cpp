@@ -27,6 +27,11 @@ std::unordered_set<const npurtGraphExec_st *> &gExecs =
 // frees look only while some exist (npurtFree is a hot path).
 std::map<uint64_t, size_t> &gGraphMemory = *new std::map<uint64_t, size_t>;
 std::atomic<size_t> gGraphBlocks{0};
+// Per device: graph memory bytes now and the high-water mark.
+struct GraphMemoryUse {
+	uint64_t current = 0, high = 0;
+};
+std::map<int, GraphMemoryUse> &gGraphUse = *new std::map<int, GraphMemoryUse>;
 
 // A step of a plan holds at most this much: a batch takes a step whole
 // (with room for the profiler's timestamps), well under the stream's
@@ -98,8 +103,13 @@ GraphMemory::~GraphMemory()
 {
 	{
 		std::lock_guard<std::mutex> lock(gGraphMutex);
-		for (uint64_t b : blocks)
-			gGraphMemory.erase(b);
+		for (uint64_t b : blocks) {
+			auto it = gGraphMemory.find(b);
+			if (it == gGraphMemory.end())
+				continue;
+			gGraphUse[device].current -= it->second;
+			gGraphMemory.erase(it);
+		}
 		gGraphBlocks.store(gGraphMemory.size(), std::memory_order_release);
 	}
 	// A destroyed context took its memory with it.
@@ -126,8 +136,26 @@ npurtError_t allocGraphMemory(GraphMemory &mem, size_t bytes, const CallSite &si
 	std::lock_guard<std::mutex> lock(gGraphMutex);
 	gGraphMemory[addr] = bytes;
 	gGraphBlocks.store(gGraphMemory.size(), std::memory_order_release);
+	GraphMemoryUse &use = gGraphUse[mem.device];
+	use.current += bytes;
+	use.high = std::max(use.high, use.current);
 	*out = reinterpret_cast<void *>(addr);
 	return npurtSuccess;
+}
+
+void graphMemoryUsage(int device, uint64_t *current, uint64_t *high)
+{
+	std::lock_guard<std::mutex> lock(gGraphMutex);
+	const GraphMemoryUse &use = gGraphUse[device];
+	*current = use.current;
+	*high = use.high;
+}
+
+void resetGraphMemoryHigh(int device)
+{
+	std::lock_guard<std::mutex> lock(gGraphMutex);
+	GraphMemoryUse &use = gGraphUse[device];
+	use.high = use.current;
 }
 
 bool isGraphMemory(const void *p)
@@ -143,6 +171,7 @@ Graph::Graph(Context &ctx)
 {
 	memory_->ctx = &ctx;
 	memory_->ctxSerial = ctx.serial();
+	memory_->device = ctx.ordinal();
 }
 
 bool Graph::alive() const

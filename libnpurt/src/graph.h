@@ -70,6 +70,7 @@ public:
 struct GraphMemory {
 	Context *ctx = nullptr;
 	uint64_t ctxSerial = 0;
+	int device = 0;  // ctx's ordinal (kept: ctx may go first)
 	std::vector<uint64_t> blocks;
 	GraphMemory() = default;
 	GraphMemory(const GraphMemory &) = delete;
@@ -84,6 +85,10 @@ npurtError_t allocGraphMemory(GraphMemory &mem, size_t bytes, const CallSite &si
 // Whether p is the start of graph memory (a free of it outside the graph
 // ends nothing: the memory lives as long as the graph).
 bool isGraphMemory(const void *p);
+// A device's graph memory in bytes: now, and at most since the start or
+// resetGraphMemoryHigh.
+void graphMemoryUsage(int device, uint64_t *current, uint64_t *high);
+void resetGraphMemoryHigh(int device);
 
 class Graph : public npurtGraph_st {
 public:

@@ -302,6 +302,12 @@ public:
 	// becomes a child graph node after the stream's captured work; *err
 	// is set. False if the stream is not capturing (the launch runs).
 	bool captureGraph(const Graph &g, const char *api, npurtError_t *err);
+	// npurtEventRecordWithFlags / npurtStreamWaitEvent with the External
+	// flag on a capturing stream: an event record (record) or wait node
+	// after the stream's captured work; a record also orders the
+	// capture's waits for ev, as a plain one does. False if the stream is
+	// not capturing.
+	bool captureExternal(Event &ev, bool record, const char *api, npurtError_t *err);
 	// Runs an executable graph's plan after the stream's work
 	// (graph_launch.cpp).
 	npurtError_t launchGraph(const std::shared_ptr<const GraphPlan> &plan, const char *api);

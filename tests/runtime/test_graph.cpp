@@ -1117,6 +1117,152 @@ TEST_F(Graphs, ChildGraphNodesRunInPlaceAndOwnTheirGraph)
 	EXPECT_EQ(npurtGraphDestroy(child), npurtSuccess);
 }
 
+TEST_F(Graphs, ExternalEventRecordAndWaitNodes)
+{
+	float *y = buf_[3];
+	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
+	npurtEvent_t done = nullptr, go = nullptr;
+	ASSERT_EQ(npurtEventCreateWithFlags(&done, npurtEventDisableTiming), npurtSuccess);
+	ASSERT_EQ(npurtEventCreateWithFlags(&go, npurtEventDisableTiming), npurtSuccess);
+	EXPECT_EQ(npurtEventRecordWithFlags(done, s_[0], 2), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtStreamWaitEvent(s_[0], go, 2), npurtErrorInvalidValue);
+
+	// wait(go) -> y += 1 -> record(done), all as nodes.
+	ASSERT_EQ(npurtStreamBeginCapture(s_[0], npurtStreamCaptureModeGlobal), npurtSuccess);
+	ASSERT_EQ(npurtStreamWaitEvent(s_[0], go, npurtEventWaitExternal), npurtSuccess)
+	        << lastMessage();
+	npurtOpDesc d = addOp(y, buf_[0], y);
+	ASSERT_EQ(npurtLaunchOp(&d, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtEventRecordWithFlags(done, s_[0], npurtEventRecordExternal), npurtSuccess)
+	        << lastMessage();
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s_[0], &g), npurtSuccess) << lastMessage();
+	std::vector<npurtGraphNode_t> nodes(3);
+	size_t n = 3;
+	ASSERT_EQ(npurtGraphGetNodes(g, nodes.data(), &n), npurtSuccess);
+	ASSERT_EQ(n, 3u);
+	std::vector<npurtGraphNodeType> types;
+	for (npurtGraphNode_t node : nodes) {
+		npurtGraphNodeType t = npurtGraphNodeTypeEmpty;
+		ASSERT_EQ(npurtGraphNodeGetType(node, &t), npurtSuccess);
+		types.push_back(t);
+	}
+	EXPECT_EQ(types, (std::vector<npurtGraphNodeType>{npurtGraphNodeTypeWaitEvent,
+	                                                  npurtGraphNodeTypeKernel,
+	                                                  npurtGraphNodeTypeEventRecord}));
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess);
+
+	// Each launch waits for go's latest record and records done.
+	Gate gate;
+	ASSERT_EQ(npurtLaunchHostFunc(s_[2], Gate::hostFn, &gate), npurtSuccess);
+	ASSERT_EQ(npurtEventRecord(go, s_[2]), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[1]), npurtSuccess);
+	ASSERT_TRUE(gate.waitReached(20000));
+	EXPECT_EQ(npurtEventQuery(done), npurtErrorNotReady);
+	EXPECT_EQ(npurtStreamQuery(s_[1]), npurtErrorNotReady);
+	gate.open();
+	ASSERT_EQ(npurtEventSynchronize(done), npurtSuccess) << lastMessage();
+	EXPECT_TRUE(holds(y, 1.0f));
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+
+	// Outside a capture the flags change nothing.
+	ASSERT_EQ(npurtEventRecordWithFlags(go, s_[2], npurtEventRecordExternal), npurtSuccess);
+	ASSERT_EQ(npurtStreamWaitEvent(s_[1], go, npurtEventWaitExternal), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	npurtGraphExecDestroy(exec);
+	npurtGraphDestroy(g);
+	npurtEventDestroy(done);
+	npurtEventDestroy(go);
+	npurtGetLastError();
+}
+
+TEST_F(Graphs, StreamIdsAreDistinctAndStable)
+{
+	unsigned long long id[3] = {};
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(npurtStreamGetId(s_[i], &id[i]), npurtSuccess);
+	EXPECT_NE(id[0], id[1]);
+	EXPECT_NE(id[1], id[2]);
+	EXPECT_NE(id[0], id[2]);
+	unsigned long long again = 0, legacy = 0, perThread = 0;
+	ASSERT_EQ(npurtStreamGetId(s_[1], &again), npurtSuccess);
+	EXPECT_EQ(again, id[1]);
+	ASSERT_EQ(npurtStreamGetId(nullptr, &legacy), npurtSuccess);
+	ASSERT_EQ(npurtStreamGetId(npurtStreamPerThread, &perThread), npurtSuccess);
+	EXPECT_NE(legacy, perThread);
+	EXPECT_EQ(npurtStreamGetId(s_[0], nullptr), npurtErrorInvalidValue);
+	// A new stream never takes a destroyed one's id.
+	npurtStream_t s = nullptr;
+	ASSERT_EQ(npurtStreamCreate(&s), npurtSuccess);
+	unsigned long long first = 0, second = 0;
+	ASSERT_EQ(npurtStreamGetId(s, &first), npurtSuccess);
+	ASSERT_EQ(npurtStreamDestroy(s), npurtSuccess);
+	ASSERT_EQ(npurtStreamCreate(&s), npurtSuccess);
+	ASSERT_EQ(npurtStreamGetId(s, &second), npurtSuccess);
+	EXPECT_NE(first, second);
+	ASSERT_EQ(npurtStreamDestroy(s), npurtSuccess);
+	npurtGetLastError();
+}
+
+TEST_F(Graphs, GraphMemoryAttributesFollowAllocNodes)
+{
+	uint64_t before = 0, now = 0, high = 0, reserved = 0;
+	ASSERT_EQ(npurtDeviceGetGraphMemAttribute(0, npurtGraphMemAttrUsedMemCurrent, &before),
+	          npurtSuccess);
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&g, 0), npurtSuccess);
+	npurtMemAllocNodeParams p{};
+	p.poolProps.allocType = npurtMemAllocationTypePinned;
+	p.poolProps.location.type = npurtMemLocationTypeDevice;
+	p.poolProps.location.id = 0;
+	p.bytesize = 1 << 20;
+	npurtGraphNode_t a = nullptr;
+	ASSERT_EQ(npurtGraphAddMemAllocNode(&a, g, nullptr, 0, &p), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtDeviceGetGraphMemAttribute(0, npurtGraphMemAttrUsedMemCurrent, &now),
+	          npurtSuccess);
+	EXPECT_EQ(now, before + (1 << 20));
+	ASSERT_EQ(
+	        npurtDeviceGetGraphMemAttribute(0, npurtGraphMemAttrReservedMemCurrent, &reserved),
+	        npurtSuccess);
+	EXPECT_EQ(reserved, now);
+	ASSERT_EQ(npurtDeviceGetGraphMemAttribute(0, npurtGraphMemAttrUsedMemHigh, &high),
+	          npurtSuccess);
+	EXPECT_GE(high, now);
+	EXPECT_EQ(npurtDeviceGraphMemTrim(0), npurtSuccess);
+
+	// Given back with the graph; the high mark stays until reset.
+	ASSERT_EQ(npurtGraphDestroy(g), npurtSuccess);
+	ASSERT_EQ(npurtDeviceGetGraphMemAttribute(0, npurtGraphMemAttrUsedMemCurrent, &now),
+	          npurtSuccess);
+	EXPECT_EQ(now, before);
+	ASSERT_EQ(npurtDeviceGetGraphMemAttribute(0, npurtGraphMemAttrReservedMemHigh, &high),
+	          npurtSuccess);
+	EXPECT_GE(high, before + (1 << 20));
+	uint64_t zero = 0, one = 1;
+	EXPECT_EQ(npurtDeviceSetGraphMemAttribute(0, npurtGraphMemAttrUsedMemHigh, &one),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtDeviceSetGraphMemAttribute(0, npurtGraphMemAttrUsedMemCurrent, &zero),
+	          npurtErrorInvalidValue);
+	ASSERT_EQ(npurtDeviceSetGraphMemAttribute(0, npurtGraphMemAttrUsedMemHigh, &zero),
+	          npurtSuccess);
+	ASSERT_EQ(npurtDeviceGetGraphMemAttribute(0, npurtGraphMemAttrUsedMemHigh, &high),
+	          npurtSuccess);
+	EXPECT_EQ(high, now);
+
+	int count = 0;
+	ASSERT_EQ(npurtGetDeviceCount(&count), npurtSuccess);
+	EXPECT_EQ(npurtDeviceGetGraphMemAttribute(count, npurtGraphMemAttrUsedMemCurrent, &now),
+	          npurtErrorInvalidDevice);
+	EXPECT_EQ(npurtDeviceGetGraphMemAttribute(0, npurtGraphMemAttrUsedMemCurrent, nullptr),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtDeviceGetGraphMemAttribute(0, static_cast<npurtGraphMemAttributeType>(9),
+	                                          &now),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtDeviceGraphMemTrim(-1), npurtErrorInvalidDevice);
+	npurtGetLastError();
+}
+
 TEST_F(Graphs, ChildGraphParametersUpdateInAnExec)
 {
 	float *y = buf_[3];

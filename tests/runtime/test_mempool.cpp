@@ -447,4 +447,55 @@ TEST_F(MemPools, ThreadsEachOnTheirStream)
 		EXPECT_EQ(bad[t], 0) << "thread " << t;
 }
 
+TEST_F(MemPools, AccessIsReadWriteOnItsOwnDeviceOnly)
+{
+	int n = 0;
+	ASSERT_EQ(npurtGetDeviceCount(&n), npurtSuccess);
+	for (npurtMemPool_t pool : {newPool(), static_cast<npurtMemPool_t>(nullptr)}) {
+		if (!pool) {
+			ASSERT_EQ(npurtDeviceGetDefaultMemPool(&pool, 0), npurtSuccess);
+		}
+		npurtMemAccessDesc own{{npurtMemLocationTypeDevice, 0},
+		                       npurtMemAccessFlagsProtReadWrite};
+		EXPECT_EQ(npurtMemPoolSetAccess(pool, &own, 1), npurtSuccess) << lastMessage();
+		EXPECT_EQ(npurtMemPoolSetAccess(pool, nullptr, 0), npurtSuccess);
+		EXPECT_EQ(npurtMemPoolSetAccess(pool, nullptr, 1), npurtErrorInvalidValue);
+		npurtMemAccessDesc bad = own;
+		bad.flags = npurtMemAccessFlagsProtRead;
+		EXPECT_EQ(npurtMemPoolSetAccess(pool, &bad, 1), npurtErrorNotSupported);
+		EXPECT_TRUE(contains(lastMessage(), "always read-write on its own device"))
+		        << lastMessage();
+		bad.flags = static_cast<npurtMemAccessFlags>(2);
+		EXPECT_EQ(npurtMemPoolSetAccess(pool, &bad, 1), npurtErrorInvalidValue);
+		bad = own;
+		bad.location.type = npurtMemLocationTypeInvalid;
+		EXPECT_EQ(npurtMemPoolSetAccess(pool, &bad, 1), npurtErrorInvalidValue);
+		bad = own;
+		bad.location.id = n;
+		EXPECT_EQ(npurtMemPoolSetAccess(pool, &bad, 1), npurtErrorInvalidDevice);
+
+		npurtMemAccessFlags flags = npurtMemAccessFlagsProtNone;
+		npurtMemLocation loc{npurtMemLocationTypeDevice, 0};
+		ASSERT_EQ(npurtMemPoolGetAccess(&flags, pool, &loc), npurtSuccess);
+		EXPECT_EQ(flags, npurtMemAccessFlagsProtReadWrite);
+		EXPECT_EQ(npurtMemPoolGetAccess(nullptr, pool, &loc), npurtErrorInvalidValue);
+		EXPECT_EQ(npurtMemPoolGetAccess(&flags, pool, nullptr), npurtErrorInvalidValue);
+		loc.id = n;
+		EXPECT_EQ(npurtMemPoolGetAccess(&flags, pool, &loc), npurtErrorInvalidDevice);
+		if (n > 1) {
+			// Another NPU: no access, and none can be given.
+			loc.id = 1;
+			ASSERT_EQ(npurtMemPoolGetAccess(&flags, pool, &loc), npurtSuccess);
+			EXPECT_EQ(flags, npurtMemAccessFlagsProtNone);
+			npurtMemAccessDesc peer{{npurtMemLocationTypeDevice, 1},
+			                        npurtMemAccessFlagsProtReadWrite};
+			EXPECT_EQ(npurtMemPoolSetAccess(pool, &peer, 1), npurtErrorNotSupported);
+			EXPECT_TRUE(contains(lastMessage(), "npurtMemcpyPeer")) << lastMessage();
+			peer.flags = npurtMemAccessFlagsProtNone;
+			EXPECT_EQ(npurtMemPoolSetAccess(pool, &peer, 1), npurtSuccess);
+		}
+	}
+	npurtGetLastError();
+}
+
 }  // namespace

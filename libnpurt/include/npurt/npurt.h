@@ -876,6 +876,14 @@ NPURT_API npurtError_t npurtMemPoolGetAttribute(npurtMemPool_t memPool, npurtMem
                                                 void *value);
 /* Gives back cached memory until at most minBytesToKeep stay reserved. */
 NPURT_API npurtError_t npurtMemPoolTrimTo(npurtMemPool_t memPool, size_t minBytesToKeep);
+/* A pool's memory is read-write on its own device and reachable from no
+ * other: setting that is accepted, anything else is npurtErrorNotSupported
+ * (copy between devices with npurtMemcpyPeer). GetAccess says so per
+ * device. */
+NPURT_API npurtError_t npurtMemPoolSetAccess(npurtMemPool_t memPool,
+                                             const npurtMemAccessDesc *descList, size_t count);
+NPURT_API npurtError_t npurtMemPoolGetAccess(npurtMemAccessFlags *flags, npurtMemPool_t memPool,
+                                             npurtMemLocation *location);
 
 #define npurtStreamDefault 0x00
 /* Without npurtStreamNonBlocking a stream is blocking, as in CUDA: work on
@@ -904,8 +912,14 @@ NPURT_API npurtError_t npurtStreamGetFlags(npurtStream_t stream, unsigned int *f
  * (cudaStreamGetDevice); NULL and npurtStreamPerThread name the current
  * context's. */
 NPURT_API npurtError_t npurtStreamGetDevice(npurtStream_t stream, int *device);
+/* A number no other stream of the process has had (cudaStreamGetId); NULL
+ * and npurtStreamPerThread name the current context's. */
+NPURT_API npurtError_t npurtStreamGetId(npurtStream_t stream, unsigned long long *streamId);
 /* Later work on stream waits for the event's work (any stream, context or
- * device). flags must be 0. An event never recorded is complete. The call
+ * device). flags: 0, or npurtEventWaitExternal, which in a capture makes an
+ * event wait node (each launch of the graph waits for the event's latest
+ * record then); outside a capture it changes nothing. An event never
+ * recorded is complete. The call
  * never blocks: if the event's record is itself queued behind a host
  * function, later work on stream waits for that record and then for its
  * work. */
@@ -1006,6 +1020,16 @@ NPURT_API npurtError_t npurtEventCreate(npurtEvent_t *event);
 NPURT_API npurtError_t npurtEventCreateWithFlags(npurtEvent_t *event, unsigned int flags);
 NPURT_API npurtError_t npurtEventDestroy(npurtEvent_t event);
 NPURT_API npurtError_t npurtEventRecord(npurtEvent_t event, npurtStream_t stream);
+/* flags: npurtEventRecordDefault, or npurtEventRecordExternal, which in a
+ * capture makes an event record node (each launch of the graph records the
+ * event), besides the ordering a capture's record gives; outside a capture
+ * it is npurtEventRecord. */
+#define npurtEventRecordDefault 0x00
+#define npurtEventRecordExternal 0x01
+#define npurtEventWaitDefault 0x00
+#define npurtEventWaitExternal 0x01
+NPURT_API npurtError_t npurtEventRecordWithFlags(npurtEvent_t event, npurtStream_t stream,
+                                                 unsigned int flags);
 /* npurtSuccess if the recorded work is done (or nothing was recorded),
  * npurtErrorNotReady if not. */
 NPURT_API npurtError_t npurtEventQuery(npurtEvent_t event);
@@ -1502,6 +1526,25 @@ NPURT_API npurtError_t npurtGraphAddChildGraphNode(npurtGraphNode_t *pGraphNode,
 NPURT_API npurtError_t npurtGraphChildGraphNodeGetGraph(npurtGraphNode_t node,
                                                         npurtGraph_t *pGraph);
 NPURT_API npurtError_t npurtGraphNodeGetType(npurtGraphNode_t node, npurtGraphNodeType *pType);
+/*
+ * Graph memory (alloc nodes' memory) of a device, in bytes (value: a
+ * uint64_t): in use now and at most since the last reset; reserved is the
+ * same, since graph memory is allocated when its node is made and given
+ * back with the last graph that holds it. Set resets a High attribute to
+ * the current figure; its value must be 0. Trim has nothing cached to give
+ * back.
+ */
+typedef enum npurtGraphMemAttributeType {
+	npurtGraphMemAttrUsedMemCurrent = 0,
+	npurtGraphMemAttrUsedMemHigh = 1,
+	npurtGraphMemAttrReservedMemCurrent = 2,
+	npurtGraphMemAttrReservedMemHigh = 3
+} npurtGraphMemAttributeType;
+NPURT_API npurtError_t npurtDeviceGetGraphMemAttribute(int device, npurtGraphMemAttributeType attr,
+                                                       void *value);
+NPURT_API npurtError_t npurtDeviceSetGraphMemAttribute(int device, npurtGraphMemAttributeType attr,
+                                                       void *value);
+NPURT_API npurtError_t npurtDeviceGraphMemTrim(int device);
 /* The node lists: with a NULL array, *num gets the count; else up to *num
  * are written and *num gets how many. */
 NPURT_API npurtError_t npurtGraphGetNodes(npurtGraph_t graph, npurtGraphNode_t *nodes,
@@ -1679,6 +1722,9 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 #define npurtStreamWaitEvent(st, e, f) npurtStreamWaitEvent(npurtPerThreadStream_(st), e, f)
 #define npurtStreamRecover(st) npurtStreamRecover(npurtPerThreadStream_(st))
 #define npurtEventRecord(e, st) npurtEventRecord(e, npurtPerThreadStream_(st))
+#define npurtEventRecordWithFlags(e, st, f) \
+	npurtEventRecordWithFlags(e, npurtPerThreadStream_(st), f)
+#define npurtStreamGetId(st, id) npurtStreamGetId(npurtPerThreadStream_(st), id)
 #define npurtLaunchHostFunc(st, fn, u) npurtLaunchHostFunc(npurtPerThreadStream_(st), fn, u)
 #define npurtStreamAddCallback(st, cb, u, f) \
 	npurtStreamAddCallback(npurtPerThreadStream_(st), cb, u, f)

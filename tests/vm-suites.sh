@@ -126,7 +126,8 @@ fi
 if [ "$suites" = all ]; then
 	for p in deviceQuery bandwidthTest asyncAPI simpleStreams simpleMultiCopy \
 		simpleCallback simpleIPC simpleZeroCopy simpleMultiGPU simpleStreamPriorities simpleP2P \
-		streamOrderedAllocation simpleCudaGraphs unifiedMemory simplePitchLinear; do
+		streamOrderedAllocation simpleCudaGraphs unifiedMemory simplePitchLinear \
+		graphMemoryNodes; do
 		run "compat_$p" cmd "$bin/compat_$p"
 	done
 fi

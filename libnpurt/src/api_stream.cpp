@@ -264,6 +264,28 @@ npurtError_t launchOp(const npurtOpDesc *d, npurtStream_t stream, void *ra)
 	return err;
 }
 
+// npurtEventRecordWithFlags (record) and npurtStreamWaitEvent: flags 0 or
+// External (the same bit in both), which in a capture makes a node.
+npurtError_t recordOrWait(npurtStream_t stream, npurtEvent_t event, unsigned int flags, bool record,
+                          const char *api)
+{
+	static_assert(npurtEventRecordExternal == npurtEventWaitExternal);
+	if (flags & ~npurtEventRecordExternal)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": unknown flags " +
+		                        npurt::hexAddr(flags & ~npurtEventRecordExternal));
+	Stream *s = nullptr;
+	if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+		return err;
+	Event *ev = nullptr;
+	if (npurtError_t err = npurt::resolveEvent(event, &ev, api))
+		return err;
+	npurtError_t err = npurtSuccess;
+	if ((flags & npurtEventRecordExternal) && s->captureExternal(*ev, record, api, &err))
+		return err;
+	return record ? s->record(*ev, api) : s->wait(*ev, api);
+}
+
 }  // namespace
 
 namespace npurt {
@@ -417,21 +439,7 @@ npurtError_t npurtStreamGetId(npurtStream_t stream, unsigned long long *streamId
 npurtError_t npurtStreamWaitEvent(npurtStream_t stream, npurtEvent_t event, unsigned int flags)
 {
 	try {
-		const char *api = "npurtStreamWaitEvent";
-		if (flags & ~npurtEventWaitExternal)
-			return setError(npurtErrorInvalidValue,
-			                std::string(api) + ": unknown flags " +
-			                        npurt::hexAddr(flags & ~npurtEventWaitExternal));
-		Stream *s = nullptr;
-		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
-			return err;
-		Event *ev = nullptr;
-		if (npurtError_t err = npurt::resolveEvent(event, &ev, api))
-			return err;
-		npurtError_t err = npurtSuccess;
-		if ((flags & npurtEventWaitExternal) && s->captureExternal(*ev, false, api, &err))
-			return err;
-		return s->wait(*ev, api);
+		return recordOrWait(stream, event, flags, false, "npurtStreamWaitEvent");
 	} catch (...) {
 		return npurt::errorFromException("npurtStreamWaitEvent");
 	}
@@ -678,21 +686,7 @@ npurtError_t npurtEventRecord(npurtEvent_t event, npurtStream_t stream)
 npurtError_t npurtEventRecordWithFlags(npurtEvent_t event, npurtStream_t stream, unsigned int flags)
 {
 	try {
-		const char *api = "npurtEventRecordWithFlags";
-		if (flags & ~npurtEventRecordExternal)
-			return setError(npurtErrorInvalidValue,
-			                std::string(api) + ": unknown flags " +
-			                        npurt::hexAddr(flags & ~npurtEventRecordExternal));
-		Event *ev = nullptr;
-		if (npurtError_t err = npurt::resolveEvent(event, &ev, api))
-			return err;
-		Stream *s = nullptr;
-		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
-			return err;
-		npurtError_t err = npurtSuccess;
-		if ((flags & npurtEventRecordExternal) && s->captureExternal(*ev, true, api, &err))
-			return err;
-		return s->record(*ev, api);
+		return recordOrWait(stream, event, flags, true, "npurtEventRecordWithFlags");
 	} catch (...) {
 		return npurt::errorFromException("npurtEventRecordWithFlags");
 	}

@@ -1523,3 +1523,47 @@ TEST_F(Allocator, HistoryNamesTheStreamsOfOrderedMemory)
 	}
 	EXPECT_EQ(a.deallocateOrdered(y, 5), npurtSuccess);
 }
+
+// Threads allocate and free while another switches the history on and off
+// and reads it: every history read is in time order and whole (each event
+// of a block that the reader sees allocated has its range), and nothing
+// leaks.
+TEST_F(Allocator, HistoryUnderThreads)
+{
+	FakeBackend be;
+	CachingAllocator a(be, nullptr);
+	std::atomic<bool> stop{false};
+	std::vector<std::thread> workers;
+	std::atomic<int> failures{0};
+	for (int t = 0; t < 4; t++)
+		workers.emplace_back([&, t] {
+			std::mt19937 rng(static_cast<unsigned>(t));
+			while (!stop.load()) {
+				uint64_t addr = 0;
+				if (a.allocate((rng() % 64 + 1) * KiB, static_cast<StreamId>(t),
+				               &addr) != npurtSuccess) {
+					failures++;
+					continue;
+				}
+				if (a.deallocate(addr) != npurtSuccess)
+					failures++;
+			}
+		});
+	size_t seen = 0;
+	for (int round = 0; round < 200; round++) {
+		npurt::setHistoryLimit(round % 3 ? 64 : 0);
+		std::vector<npurt::TraceEvent> h = a.history();
+		EXPECT_LE(h.size(), 64u);
+		for (size_t i = 1; i < h.size(); i++)
+			EXPECT_GE(h[i].timeNs, h[i - 1].timeNs);
+		for (const auto &e : h)
+			EXPECT_NE(e.size, 0u);
+		seen += h.size();
+	}
+	stop = true;
+	for (auto &w : workers)
+		w.join();
+	EXPECT_EQ(failures.load(), 0);
+	EXPECT_GT(seen, 0u);
+	EXPECT_EQ(a.stats().allocatedBytes.current, 0u);
+}

@@ -240,14 +240,6 @@ npurtError_t execNode(npurtGraphExec_t exec, npurtGraphNode_t node, npurtGraphNo
 	return npurtSuccess;
 }
 
-npurtError_t checkGraphMemDevice(int device, const char *api)
-{
-	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	return rt.checkOrdinal(device, api);
-}
-
 // Runs f, turning exceptions into errors.
 template <typename F> npurtError_t guarded(const char *api, F f)
 {
@@ -982,7 +974,7 @@ npurtError_t npurtDeviceGetGraphMemAttribute(int device, npurtGraphMemAttributeT
 	return guarded(api, [&] {
 		if (!value)
 			return nullArgument(api, "value");
-		if (npurtError_t err = checkGraphMemDevice(device, api))
+		if (npurtError_t err = Runtime::instance().startAndCheck(device, api))
 			return err;
 		uint64_t current = 0, high = 0;
 		npurt::graphMemoryUsage(device, &current, &high);
@@ -1009,7 +1001,7 @@ npurtError_t npurtDeviceSetGraphMemAttribute(int device, npurtGraphMemAttributeT
 	return guarded(api, [&] {
 		if (!value)
 			return nullArgument(api, "value");
-		if (npurtError_t err = checkGraphMemDevice(device, api))
+		if (npurtError_t err = Runtime::instance().startAndCheck(device, api))
 			return err;
 		if (attr != npurtGraphMemAttrUsedMemHigh &&
 		    attr != npurtGraphMemAttrReservedMemHigh)
@@ -1029,7 +1021,7 @@ npurtError_t npurtDeviceSetGraphMemAttribute(int device, npurtGraphMemAttributeT
 npurtError_t npurtDeviceGraphMemTrim(int device)
 {
 	const char *api = "npurtDeviceGraphMemTrim";
-	return guarded(api, [&] { return checkGraphMemDevice(device, api); });
+	return guarded(api, [&] { return Runtime::instance().startAndCheck(device, api); });
 }
 
 npurtError_t npurtGraphNodeGetType(npurtGraphNode_t node, npurtGraphNodeType *pType)

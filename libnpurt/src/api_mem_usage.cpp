@@ -25,14 +25,6 @@ std::mutex gObserverMutex;  // guards gObserver and gObserverData
 npurtOomObserver gObserver = nullptr;
 void *gObserverData = nullptr;
 
-npurtError_t checkDevice(int device, const char *api)
-{
-	Runtime &rt = Runtime::instance();
-	if (npurtError_t err = rt.start())
-		return err;
-	return rt.checkOrdinal(device, api);
-}
-
 }  // namespace
 
 namespace npurt {
@@ -67,7 +59,8 @@ npurtError_t npurtDeviceGetMemUsage(int device, npurtMemUsage *usage)
 	try {
 		if (!usage)
 			return nullArgument("npurtDeviceGetMemUsage", "usage");
-		if (npurtError_t err = checkDevice(device, "npurtDeviceGetMemUsage"))
+		if (npurtError_t err =
+		            Runtime::instance().startAndCheck(device, "npurtDeviceGetMemUsage"))
 			return err;
 		Runtime &rt = Runtime::instance();
 		Context *primary = nullptr;
@@ -99,7 +92,8 @@ npurtError_t npurtDeviceGetMemUsage(int device, npurtMemUsage *usage)
 npurtError_t npurtSetMemoryLimit(int device, size_t bytes)
 {
 	try {
-		if (npurtError_t err = checkDevice(device, "npurtSetMemoryLimit"))
+		if (npurtError_t err =
+		            Runtime::instance().startAndCheck(device, "npurtSetMemoryLimit"))
 			return err;
 		Runtime::instance().device(device).setLimit(bytes);
 		return npurtSuccess;
@@ -111,7 +105,8 @@ npurtError_t npurtSetMemoryLimit(int device, size_t bytes)
 npurtError_t npurtSetMemoryFraction(int device, double fraction)
 {
 	try {
-		if (npurtError_t err = checkDevice(device, "npurtSetMemoryFraction"))
+		if (npurtError_t err =
+		            Runtime::instance().startAndCheck(device, "npurtSetMemoryFraction"))
 			return err;
 		// NaN fails the comparison too.
 		if (!(fraction > 0.0 && fraction <= 1.0))
@@ -134,7 +129,8 @@ npurtError_t npurtGetMemoryLimit(int device, size_t *bytes)
 	try {
 		if (!bytes)
 			return nullArgument("npurtGetMemoryLimit", "bytes");
-		if (npurtError_t err = checkDevice(device, "npurtGetMemoryLimit"))
+		if (npurtError_t err =
+		            Runtime::instance().startAndCheck(device, "npurtGetMemoryLimit"))
 			return err;
 		*bytes = Runtime::instance().device(device).limit();
 		return npurtSuccess;

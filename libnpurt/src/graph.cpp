@@ -513,7 +513,7 @@ bool updateFailed(npurtGraphExecUpdateResultInfo *info, npurtGraphExecUpdateResu
 // Whether theirs may update mine: the same nodes, paired in the order they
 // were made (as a capture of the same code makes them), of the same types
 // and engine classes, with the same edges under that pairing and the same
-// graph memory; child graphs alike.
+// graph memory; child graphs alike. *info says why not, or success.
 bool updatable(const Graph &mine, const Graph &theirs, npurtGraphExecUpdateResultInfo *info)
 {
 	const auto &mineNodes = mine.nodes();
@@ -557,6 +557,8 @@ bool updatable(const Graph &mine, const Graph &theirs, npurtGraphExecUpdateResul
 		if (t->p.child && !updatable(*m->p.child, *t->p.child, info))
 			return updateFailed(info, info->result, t, nullptr);
 	}
+	*info = npurtGraphExecUpdateResultInfo{};
+	info->result = npurtGraphExecUpdateSuccess;
 	return true;
 }
 
@@ -585,8 +587,6 @@ bool GraphExec::update(const Graph &g, npurtGraphExecUpdateResultInfo *info)
 		map_[theirs[i].get()] = mineNodes[i].get();
 	}
 	replan();
-	*info = npurtGraphExecUpdateResultInfo{};
-	info->result = npurtGraphExecUpdateSuccess;
 	return true;
 }
 
@@ -596,8 +596,6 @@ bool GraphExec::updateChild(GraphNode &n, const Graph &child, npurtGraphExecUpda
 		return false;
 	n.p.child = embedGraph(child);
 	replan();
-	*info = npurtGraphExecUpdateResultInfo{};
-	info->result = npurtGraphExecUpdateSuccess;
 	return true;
 }
 

@@ -233,6 +233,13 @@ npurtError_t Runtime::checkOrdinal(int ordinal, const char *api) const
 	                        std::to_string(deviceCount() - 1) + ")");
 }
 
+npurtError_t Runtime::startAndCheck(int ordinal, const char *api)
+{
+	if (npurtError_t err = start())
+		return err;
+	return checkOrdinal(ordinal, api);
+}
+
 npurtError_t Runtime::checkPair(int device, int peer, const char *api)
 {
 	if (npurtError_t err = start())

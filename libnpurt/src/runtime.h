@@ -105,6 +105,8 @@ public:
 
 	// Checks an ordinal against the device list, recording the error.
 	npurtError_t checkOrdinal(int ordinal, const char *api) const;
+	// Starts the runtime and checks an ordinal.
+	npurtError_t startAndCheck(int ordinal, const char *api);
 	// Starts the runtime and checks two ordinals (a device and its peer).
 	npurtError_t checkPair(int device, int peer, const char *api);
 

@@ -409,6 +409,8 @@ npurtError_t instantiate(npurtGraphExec_t *pExec, npurtGraph_t graph, unsigned l
 	Graph *g = nullptr;
 	if (npurtError_t err = npurt::resolveGraph(graph, &g, api))
 		return err;
+	if (npurtError_t err = npurt::refuseIfCapturing(*g, "cannot instantiate the graph", api))
+		return err;
 	if (flags & npurtGraphInstantiateFlagDeviceLaunch)
 		return setError(npurtErrorNotSupported,
 		                std::string(api) + ": device launch is not supported");
@@ -513,6 +515,37 @@ npurtError_t npurtStreamGetCaptureInfo(npurtStream_t stream,
 	});
 }
 
+npurtError_t npurtStreamUpdateCaptureDependencies(npurtStream_t stream,
+                                                  const npurtGraphNode_t *dependencies,
+                                                  size_t numDependencies, unsigned int flags)
+{
+	const char *api = "npurtStreamUpdateCaptureDependencies";
+	return guarded(api, [&] {
+		if (flags != npurtStreamAddCaptureDependencies &&
+		    flags != npurtStreamSetCaptureDependencies)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) +
+			                        ": flags must be "
+			                        "npurtStreamAddCaptureDependencies or "
+			                        "npurtStreamSetCaptureDependencies, not " +
+			                        std::to_string(flags));
+		if (numDependencies && !dependencies)
+			return nullArgument(api, "dependencies");
+		Stream *s = nullptr;
+		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
+			return err;
+		std::vector<GraphNode *> nodes;
+		for (size_t i = 0; i < numDependencies; i++) {
+			GraphNode *n = nullptr;
+			if (npurtError_t err = npurt::resolveNode(dependencies[i], &n, api))
+				return err;
+			nodes.push_back(n);
+		}
+		return s->updateCaptureDependencies(
+		        nodes, flags == npurtStreamSetCaptureDependencies, api);
+	});
+}
+
 npurtError_t npurtThreadExchangeStreamCaptureMode(npurtStreamCaptureMode *mode)
 {
 	const char *api = "npurtThreadExchangeStreamCaptureMode";
@@ -561,6 +594,9 @@ npurtError_t npurtGraphDestroy(npurtGraph_t graph)
 			                std::string(api) +
 			                        ": the graph is a child graph node's own; it goes "
 			                        "with the node (npurtGraphDestroyNode)");
+		if (npurtError_t err =
+		            npurt::refuseIfCapturing(*g, "cannot destroy the graph", api))
+			return err;
 		if (!npurt::unregisterGraph(g))
 			return setError(npurtErrorInvalidValue,
 			                std::string(api) +
@@ -1173,6 +1209,9 @@ npurtError_t npurtGraphDestroyNode(npurtGraphNode_t node)
 		GraphNode *n = nullptr;
 		if (npurtError_t err = npurt::resolveNode(node, &n, api))
 			return err;
+		if (npurtError_t err =
+		            npurt::refuseIfCapturing(*n->graph, "cannot destroy a node", api))
+			return err;
 		n->graph->remove(n);
 		return npurtSuccess;
 	});
@@ -1319,6 +1358,9 @@ npurtError_t npurtGraphExecUpdate(npurtGraphExec_t graphExec, npurtGraph_t hGrap
 			return err;
 		Graph *g = nullptr;
 		if (npurtError_t err = npurt::resolveGraph(hGraph, &g, api))
+			return err;
+		if (npurtError_t err =
+		            npurt::refuseIfCapturing(*g, "cannot update from the graph", api))
 			return err;
 		if (&g->ctx() != &e->ctx()) {
 			*resultInfo = {npurtGraphExecUpdateErrorNotSupported, nullptr, nullptr};

@@ -137,6 +137,22 @@ GraphNode *addAfter(InCapture &in, NodeParams p)
 
 }  // namespace
 
+Capture::~Capture()
+{
+	if (graph)
+		unregisterGraph(graph.get());
+}
+
+npurtError_t refuseIfCapturing(const Graph &g, const char *what, const char *api)
+{
+	if (!g.capturing.load(std::memory_order_relaxed))
+		return npurtSuccess;
+	return setError(npurtErrorIllegalState,
+	                std::string(api) + ": " + what +
+	                        " while a stream capture builds the graph; end the capture "
+	                        "(npurtStreamEndCapture) first");
+}
+
 bool anyCapture()
 {
 	return gActiveCount.load(std::memory_order_acquire) > 0;
@@ -275,6 +291,7 @@ npurtError_t Stream::beginCapture(npurtStreamCaptureMode mode, const char *api)
 	cap->thread = std::this_thread::get_id();
 	cap->origin = this;
 	cap->graph = std::make_unique<Graph>(ctx_);
+	cap->graph->capturing.store(true, std::memory_order_relaxed);
 	{
 		std::lock_guard<std::mutex> l(cap->mutex);
 		std::lock_guard<std::mutex> lock(mutex_);
@@ -287,6 +304,8 @@ npurtError_t Stream::beginCapture(npurtStreamCaptureMode mode, const char *api)
 		capture_ = cap;
 		capturing_.store(true, std::memory_order_release);
 	}
+	// A live graph from now on: npurtStreamGetCaptureInfo hands it out.
+	registerGraph(cap->graph.get());
 	std::lock_guard<std::mutex> lock(gCaptureMutex);
 	gActive.push_back(cap);
 	gActiveCount.fetch_add(1, std::memory_order_release);
@@ -320,6 +339,9 @@ npurtError_t Stream::endCapture(Graph **out, const char *api)
 	std::unique_ptr<Graph> graph;
 	{
 		std::lock_guard<std::mutex> lock(cap->mutex);
+		if (!cap->graph)  // another thread's npurtStreamEndCapture won
+			return setError(npurtErrorIllegalState,
+			                std::string(api) + ": the capture has ended already");
 		cap->active = false;
 		code = cap->invalid;
 		why = cap->why;
@@ -329,16 +351,46 @@ npurtError_t Stream::endCapture(Graph **out, const char *api)
 			s->leaveCapture(cap.get());
 		cap->frontier.clear();
 		graph = std::move(cap->graph);
+		graph->capturing.store(false, std::memory_order_relaxed);
 	}
 	retire(cap.get());
-	if (code == npurtErrorStreamCaptureUnjoined)
-		return setError(code, std::string(api) + ": " + why);
-	if (code)
+	if (code) {
+		// No graph: its handle (npurtStreamGetCaptureInfo's) dies.
+		unregisterGraph(graph.get());
+		if (code == npurtErrorStreamCaptureUnjoined)
+			return setError(code, std::string(api) + ": " + why);
 		return setError(npurtErrorStreamCaptureInvalidated,
 		                std::string(api) + ": the capture was invalidated (" + why +
 		                        "): no graph");
-	registerGraph(graph.get());
+	}
 	*out = graph.release();
+	return npurtSuccess;
+}
+
+npurtError_t Stream::updateCaptureDependencies(const std::vector<GraphNode *> &nodes, bool set,
+                                               const char *api)
+{
+	std::shared_ptr<Capture> cap = capture();
+	if (!cap || cap->builder)
+		return setError(npurtErrorIllegalState,
+		                std::string(api) + ": the stream is not capturing");
+	std::lock_guard<std::mutex> l(cap->mutex);
+	auto it = cap->frontier.find(this);
+	if (it == cap->frontier.end())
+		return setError(npurtErrorIllegalState,
+		                std::string(api) + ": the stream's capture has ended");
+	if (cap->invalid)
+		return invalidated(*cap, api);
+	for (size_t i = 0; i < nodes.size(); i++)
+		if (nodes[i]->graph != cap->graph.get())
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": node " + std::to_string(i) +
+			                        " is not a node of the graph being captured");
+	if (set)
+		it->second.clear();
+	for (GraphNode *n : nodes)
+		if (std::ranges::find(it->second, n) == it->second.end())
+			it->second.push_back(n);
 	return npurtSuccess;
 }
 

@@ -106,6 +106,10 @@ public:
 	// A child graph node's graph: the node owns it, the user may change
 	// it but not destroy it, and it holds no memory nodes (as CUDA's).
 	bool embedded = false;
+	// A stream capture's graph while the capture lasts: the user may read
+	// it and add nodes and edges (npurtStreamGetCaptureInfo hands it out),
+	// not destroy it, its nodes, or instantiate it.
+	std::atomic<bool> capturing{false};
 	const std::vector<std::unique_ptr<GraphNode>> &nodes() const { return nodes_; }
 	const std::shared_ptr<GraphMemory> &memory() const { return memory_; }
 
@@ -175,6 +179,12 @@ struct Capture {
 	std::unordered_map<Stream *, std::vector<GraphNode *>> frontier;
 	GraphNode *open = nullptr;  // builder: the node this call's tasks join
 	Graph &into() { return target ? *target : *graph; }
+
+	Capture() = default;
+	Capture(const Capture &) = delete;
+	Capture &operator=(const Capture &) = delete;
+	// Unregisters a graph the capture still holds (it ended without one).
+	~Capture();
 };
 
 // The "unsafe" calls a capture forbids (see npurtStreamCaptureMode): 0, or
@@ -186,6 +196,10 @@ bool anyCapture();
 // Work on ctx's legacy default stream while a blocking stream of ctx
 // captures: npurtErrorStreamCaptureImplicit, that capture invalidated.
 npurtError_t captureForbidsLegacy(Context &ctx, const char *api);
+
+// A user call that would destroy or instantiate g (or destroy its nodes)
+// while a capture builds it: npurtErrorIllegalState, else 0.
+npurtError_t refuseIfCapturing(const Graph &g, const char *what, const char *api);
 
 // npurtThreadExchangeStreamCaptureMode: the calling thread's mode, swapped.
 npurtStreamCaptureMode exchangeCaptureMode(npurtStreamCaptureMode mode);

@@ -287,6 +287,10 @@ public:
 	bool capturing() const { return capturing_.load(std::memory_order_acquire); }
 	npurtError_t beginCapture(npurtStreamCaptureMode mode, const char *api);
 	npurtError_t endCapture(Graph **out, const char *api);
+	// npurtStreamUpdateCaptureDependencies: the nodes (of the capture's
+	// graph) the stream's next captured work depends on, set or added to.
+	npurtError_t updateCaptureDependencies(const std::vector<GraphNode *> &nodes, bool set,
+	                                       const char *api);
 	npurtError_t captureInfo(npurtStreamCaptureStatus *status, unsigned long long *id,
 	                         Graph **graph, const npurtGraphNode_t **deps, size_t *count);
 	std::shared_ptr<Capture> capture();

@@ -203,6 +203,151 @@ TEST_F(Graphs, CaptureInfoNamesTheStreamsDependencies)
 	npurtGraphDestroy(out);
 }
 
+// CUDA's pattern for a node capture cannot make: add it to the graph being
+// captured (npurtStreamGetCaptureInfo's), then make the stream's next work
+// depend on it.
+TEST_F(Graphs, NodesAddedToTheCapturedGraphJoinTheStreamsWork)
+{
+	npurtStream_t s = s_[0];
+	ASSERT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
+	npurtOpDesc first = addOp(buf_[0], buf_[1], buf_[2]);  // 1 + 2
+	ASSERT_EQ(npurtLaunchOp(&first, s), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	const npurtGraphNode_t *deps = nullptr;
+	size_t n = 0;
+	npurtStreamCaptureStatus st = npurtStreamCaptureStatusNone;
+	ASSERT_EQ(npurtStreamGetCaptureInfo(s, &st, nullptr, &g, &deps, &n), npurtSuccess);
+	ASSERT_EQ(n, 1u);
+	ASSERT_NE(g, nullptr);
+	// The graph and its nodes are live handles during the capture.
+	EXPECT_EQ(nodeCount(g), 1u);
+	npurtGraphNodeType type = npurtGraphNodeTypeEmpty;
+	ASSERT_EQ(npurtGraphNodeGetType(deps[0], &type), npurtSuccess);
+	EXPECT_EQ(type, npurtGraphNodeTypeKernel);
+	npurtOpDesc second = addOp(buf_[2], buf_[1], buf_[3]);  // 3 + 2
+	npurtGraphNode_t added = nullptr;
+	ASSERT_EQ(npurtGraphAddKernelNode(&added, g, deps, 1, &second), npurtSuccess);
+	ASSERT_EQ(npurtStreamUpdateCaptureDependencies(s, &added, 1,
+	                                               npurtStreamSetCaptureDependencies),
+	          npurtSuccess);
+	ASSERT_EQ(npurtStreamGetCaptureInfo(s, &st, nullptr, nullptr, &deps, &n), npurtSuccess);
+	ASSERT_EQ(n, 1u);
+	EXPECT_EQ(deps[0], added);
+	npurtOpDesc third = addOp(buf_[3], buf_[0], buf_[4]);  // 5 + 1
+	ASSERT_EQ(npurtLaunchOp(&third, s), npurtSuccess);
+	npurtGraph_t out = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s, &out), npurtSuccess);
+	EXPECT_EQ(out, g) << "the graph handed out during the capture is the captured graph";
+	ASSERT_EQ(nodeCount(out), 3u);
+	size_t edges = 0;
+	ASSERT_EQ(npurtGraphGetEdges(out, nullptr, nullptr, &edges), npurtSuccess);
+	EXPECT_EQ(edges, 2u) << "a chain: captured, added, captured";
+	fill(buf_[4], 0.0f);
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, out, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess);
+	EXPECT_TRUE(holds(buf_[4], 6.0f));
+	EXPECT_EQ(npurtGraphExecDestroy(exec), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(out), npurtSuccess);
+}
+
+TEST_F(Graphs, UpdateCaptureDependenciesRefusesBadArgumentsAndKeepsTheCapture)
+{
+	npurtStream_t s = s_[0];
+	npurtGraph_t other = nullptr;
+	npurtGraphNode_t foreign = nullptr;
+	ASSERT_EQ(npurtGraphCreate(&other, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphAddEmptyNode(&foreign, other, nullptr, 0), npurtSuccess);
+	EXPECT_EQ(npurtStreamUpdateCaptureDependencies(s, nullptr, 0,
+	                                               npurtStreamAddCaptureDependencies),
+	          npurtErrorIllegalState)
+	        << "the stream is not capturing";
+	EXPECT_TRUE(contains(lastMessage(), "not capturing")) << lastMessage();
+	npurtGetLastError();
+
+	ASSERT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
+	ASSERT_EQ(npurtMemsetAsync(buf_[2], 0, kN * 4, s), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	const npurtGraphNode_t *deps = nullptr;
+	size_t n = 0;
+	ASSERT_EQ(npurtStreamGetCaptureInfo(s, nullptr, nullptr, &g, &deps, &n), npurtSuccess);
+	ASSERT_EQ(n, 1u);
+	npurtGraphNode_t zeroed = deps[0];
+	EXPECT_EQ(npurtStreamUpdateCaptureDependencies(s, &zeroed, 1, 2), npurtErrorInvalidValue)
+	        << "unknown flags";
+	EXPECT_EQ(npurtStreamUpdateCaptureDependencies(s, nullptr, 1,
+	                                               npurtStreamAddCaptureDependencies),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtStreamUpdateCaptureDependencies(s, &foreign, 1,
+	                                               npurtStreamAddCaptureDependencies),
+	          npurtErrorInvalidValue)
+	        << "a node of another graph";
+	EXPECT_TRUE(contains(lastMessage(), "not a node of the graph being captured"))
+	        << lastMessage();
+	// The capture's graph and nodes cannot go, nor be instantiated, yet.
+	EXPECT_EQ(npurtGraphDestroy(g), npurtErrorIllegalState);
+	EXPECT_TRUE(contains(lastMessage(), "npurtStreamEndCapture")) << lastMessage();
+	EXPECT_EQ(npurtGraphDestroyNode(zeroed), npurtErrorIllegalState);
+	npurtGraphExec_t exec = nullptr;
+	EXPECT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtErrorIllegalState);
+	EXPECT_EQ(exec, nullptr);
+	npurtGetLastError();
+	// Add: a second dependency, a duplicate ignored; Set with none: the
+	// next work is a root.
+	npurtGraphNode_t empty = nullptr;
+	ASSERT_EQ(npurtGraphAddEmptyNode(&empty, g, nullptr, 0), npurtSuccess);
+	npurtGraphNode_t both[] = {empty, zeroed};
+	ASSERT_EQ(
+	        npurtStreamUpdateCaptureDependencies(s, both, 2, npurtStreamAddCaptureDependencies),
+	        npurtSuccess);
+	ASSERT_EQ(npurtStreamGetCaptureInfo(s, nullptr, nullptr, nullptr, &deps, &n), npurtSuccess);
+	ASSERT_EQ(n, 2u);
+	EXPECT_EQ(deps[0], zeroed);
+	EXPECT_EQ(deps[1], empty);
+	ASSERT_EQ(npurtStreamUpdateCaptureDependencies(s, nullptr, 0,
+	                                               npurtStreamSetCaptureDependencies),
+	          npurtSuccess);
+	ASSERT_EQ(npurtStreamGetCaptureInfo(s, nullptr, nullptr, nullptr, &deps, &n), npurtSuccess);
+	EXPECT_EQ(n, 0u);
+	npurtStreamCaptureStatus st = npurtStreamCaptureStatusNone;
+	ASSERT_EQ(npurtStreamIsCapturing(s, &st), npurtSuccess);
+	EXPECT_EQ(st, npurtStreamCaptureStatusActive) << "refused calls do not invalidate";
+	npurtGraph_t out = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s, &out), npurtSuccess);
+	EXPECT_EQ(nodeCount(out), 2u);
+	EXPECT_EQ(npurtGraphDestroy(out), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(other), npurtSuccess);
+}
+
+TEST_F(Graphs, TheCapturedGraphsHandleDiesWithAFailedCapture)
+{
+	npurtStream_t s = s_[0];
+	ASSERT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
+	ASSERT_EQ(npurtMemsetAsync(buf_[2], 0, kN * 4, s), npurtSuccess);
+	npurtGraph_t g = nullptr;
+	const npurtGraphNode_t *deps = nullptr;
+	size_t n = 0;
+	ASSERT_EQ(npurtStreamGetCaptureInfo(s, nullptr, nullptr, &g, &deps, &n), npurtSuccess);
+	ASSERT_EQ(n, 1u);
+	npurtGraphNode_t node = deps[0];
+	// A synchronous call invalidates the capture.
+	EXPECT_EQ(npurtStreamSynchronize(s), npurtErrorStreamCaptureUnsupported);
+	EXPECT_EQ(npurtStreamUpdateCaptureDependencies(s, &node, 1,
+	                                               npurtStreamAddCaptureDependencies),
+	          npurtErrorStreamCaptureInvalidated);
+	npurtGraph_t out = nullptr;
+	EXPECT_EQ(npurtStreamEndCapture(s, &out), npurtErrorStreamCaptureInvalidated);
+	EXPECT_EQ(out, nullptr);
+	// No graph: its handle and its nodes' are refused, not followed.
+	size_t count = 0;
+	EXPECT_EQ(npurtGraphGetNodes(g, nullptr, &count), npurtErrorInvalidValue);
+	npurtGraphNodeType type = npurtGraphNodeTypeEmpty;
+	EXPECT_EQ(npurtGraphNodeGetType(node, &type), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtErrorInvalidValue);
+	npurtGetLastError();
+}
+
 TEST_F(Graphs, ForbiddenCallsFailAndInvalidateTheCapture)
 {
 	struct Case {

@@ -1438,13 +1438,28 @@ NPURT_API npurtError_t npurtStreamEndCapture(npurtStream_t stream, npurtGraph_t 
 NPURT_API npurtError_t npurtStreamIsCapturing(npurtStream_t stream,
                                               npurtStreamCaptureStatus *pCaptureStatus);
 /* Any output may be NULL. *dependencies_out: the nodes the stream's next
- * captured work will depend on, valid until the next call on the stream. */
+ * captured work will depend on, valid until the next call on the stream.
+ * *graph_out is the graph being captured: until the capture ends the
+ * capturing thread may read it and add nodes and edges to it (then make
+ * the stream depend on them, npurtStreamUpdateCaptureDependencies), not
+ * destroy it or its nodes or instantiate it (npurtErrorIllegalState); it
+ * is not thread-safe against captures into it on other threads. */
 NPURT_API npurtError_t
 npurtStreamGetCaptureInfo(npurtStream_t stream, npurtStreamCaptureStatus *captureStatus_out,
                           unsigned long long *id_out NPURT_DEFAULT(nullptr),
                           npurtGraph_t *graph_out NPURT_DEFAULT(nullptr),
                           const npurtGraphNode_t **dependencies_out NPURT_DEFAULT(nullptr),
                           size_t *numDependencies_out NPURT_DEFAULT(nullptr));
+/* npurtStreamUpdateCaptureDependencies flags: add the nodes to the stream's
+ * capture dependencies, or replace them with the nodes. */
+#define npurtStreamAddCaptureDependencies 0x0
+#define npurtStreamSetCaptureDependencies 0x1
+/* The nodes (of the graph being captured) the capturing stream's next work
+ * depends on: npurtErrorIllegalState if the stream is not capturing. */
+NPURT_API npurtError_t npurtStreamUpdateCaptureDependencies(npurtStream_t stream,
+                                                            const npurtGraphNode_t *dependencies,
+                                                            size_t numDependencies,
+                                                            unsigned int flags);
 /* Swaps the calling thread's capture mode with *mode. */
 NPURT_API npurtError_t npurtThreadExchangeStreamCaptureMode(npurtStreamCaptureMode *mode);
 
@@ -1737,6 +1752,8 @@ static inline npurtStream_t npurtPerThreadStream_(npurtStream_t s)
 #define npurtStreamIsCapturing(st, s) npurtStreamIsCapturing(npurtPerThreadStream_(st), s)
 #define npurtStreamGetCaptureInfo(st, ...) \
 	npurtStreamGetCaptureInfo(npurtPerThreadStream_(st), __VA_ARGS__)
+#define npurtStreamUpdateCaptureDependencies(st, ...) \
+	npurtStreamUpdateCaptureDependencies(npurtPerThreadStream_(st), __VA_ARGS__)
 #define npurtGraphLaunch(e, st) npurtGraphLaunch(e, npurtPerThreadStream_(st))
 #define npurtGraphUpload(e, st) npurtGraphUpload(e, npurtPerThreadStream_(st))
 #endif

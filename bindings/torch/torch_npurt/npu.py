@@ -29,6 +29,7 @@ __all__ = [
     "is_available", "device_count", "set_device", "current_device", "synchronize",
     "get_device_name", "get_device_properties", "device", "torch_device",
     "Stream", "Event", "stream", "current_stream", "default_stream", "set_stream",
+    "from_cpu_async",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "memory_stats", "host_memory_stats", "memory_summary", "reset_peak_memory_stats", "empty_cache",
     "mem_get_info", "set_per_process_memory_fraction", "get_per_process_memory_fraction",
@@ -345,6 +346,23 @@ class StreamContext:
 
 def stream(stream):
     return StreamContext(stream)
+
+
+def from_cpu_async(tensor, device=None):
+    """An NPU copy of the CPU tensor `tensor`, queued on the current stream
+    without waiting for it (the seed docs' call; torch spells it
+    `tensor.to("npu", non_blocking=True)`). Synchronize the stream, or wait
+    for an event recorded after it, before reading the copy from another
+    stream. A pinned tensor is read when the stream reaches the copy (leave
+    it unchanged until then, as in CUDA); a pageable one is staged before
+    this returns, so it may be changed at once."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError("from_cpu_async: expected a torch.Tensor, got %s" %
+                        type(tensor).__name__)
+    if tensor.device.type != "cpu":
+        raise ValueError("from_cpu_async copies a CPU tensor; this one is on %s"
+                         % tensor.device)
+    return tensor.to(torch_device(_index(device)), non_blocking=True)
 
 
 # ------------------------------------------------------------------- events

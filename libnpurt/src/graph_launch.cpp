@@ -65,10 +65,10 @@ void Stream::appendStep(const PlanStep &step)
 }
 
 void Stream::continuePlan(const std::shared_ptr<const GraphPlan> &plan, size_t from, uint64_t later,
-                          const std::shared_ptr<MarkedEvents> &marked, const char *api)
+                          const std::shared_ptr<MarkedEvents> &marked, const char *api, bool next)
 {
 	deferredTasks_ += later;
-	defer([this, plan, from, later, marked, api] {
+	auto action = [this, plan, from, later, marked, api] {
 		std::scoped_lock l(submitMutex_, mutex_);
 		deferredTasks_ -= later;
 		if (npurtError_t err = runPlan(plan, from, marked, api)) {
@@ -84,20 +84,24 @@ void Stream::continuePlan(const std::shared_ptr<const GraphPlan> &plan, size_t f
 			marked->clear();
 		}
 		npurtGetLastError();
-	});
+	};
+	defer(std::move(action), next);
 }
 
 npurtError_t Stream::runPlan(const std::shared_ptr<const GraphPlan> &plan, size_t from,
                              const std::shared_ptr<MarkedEvents> &marked, const char *api)
 {
+	// Run by the worker (a deferred launch, or its rest), the plan goes
+	// on ahead of launches queued meanwhile: they come after it.
+	const bool next = onOwnWorker();
 	// The rest of the plan after step i goes behind the worker's task.
-	auto rest = [this, &plan, api, &marked](size_t i) {
+	auto rest = [this, &plan, api, &marked, next](size_t i) {
 		const uint64_t later = tasksFrom(*plan, i + 1);
 		continuePlan(plan, i + 1, later,
 		             marked ? marked
 		                    : markRecords(*plan, i + 1, this, serial_,
 		                                  appended_ + deferredTasks_ + later),
-		             api);
+		             api, next);
 	};
 	for (size_t i = from; i < plan->steps.size(); i++) {
 		const PlanStep &st = plan->steps[i];
@@ -114,9 +118,10 @@ npurtError_t Stream::runPlan(const std::shared_ptr<const GraphPlan> &plan, size_
 		if (npurtError_t err = flushWaits(api))
 			return err;
 		if (st.kind == PlanStep::Host) {
-			defer([this, fn = st.host, after = st.afterFailure, api] {
+			auto host = [this, fn = st.host, after = st.afterFailure, api] {
 				runHost(fn, after, api);
-			});
+			};
+			defer(std::move(host), next);
 			rest(i);
 			return npurtSuccess;
 		}
@@ -145,13 +150,14 @@ npurtError_t Stream::runPlan(const std::shared_ptr<const GraphPlan> &plan, size_
 		}
 		if (std::shared_ptr<RecordTicket> t = ev->pendingRecord()) {
 			// Recorded behind a host function: waited for by the worker.
-			defer([this, t, api] {
+			auto waitForRecord = [this, t, api] {
 				Point p = t->wait();
 				std::scoped_lock l(submitMutex_, mutex_);
 				if (p && !failed_ && addWait(p, api))
 					fail(npurtPeekAtLastError(), npurtGetLastErrorMessage(),
 					     true);
-			});
+			};
+			defer(std::move(waitForRecord), next);
 			rest(i);
 			return npurtSuccess;
 		}

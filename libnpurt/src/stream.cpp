@@ -1206,9 +1206,13 @@ npurtError_t Stream::submitNow(uint32_t engineClass, const void *packet, uint32_
 	return flushBatch(info.api);
 }
 
-void Stream::defer(std::function<void()> action)
+void Stream::defer(std::function<void()> action, bool next)
 {
-	deferred_.push_back(std::move(action));
+	if (next && onOwnWorker())
+		deferred_.insert(deferred_.begin() + static_cast<std::ptrdiff_t>(nextInserted_++),
+		                 std::move(action));
+	else
+		deferred_.push_back(std::move(action));
 	if (!worker_.joinable())
 		worker_ = std::thread([this] { workerLoop(); });
 	cv_.notify_all();
@@ -1243,6 +1247,7 @@ void Stream::workerLoop()
 			return;
 		auto action = std::move(deferred_.front());
 		deferred_.pop_front();
+		nextInserted_ = 0;
 		workerBusy_ = true;
 		lock.unlock();
 		action();

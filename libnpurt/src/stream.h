@@ -339,7 +339,8 @@ private:
 	// Runs the plan from `from` on behind the stream's worker (`later`
 	// of its tasks counted as deferred meanwhile).
 	void continuePlan(const std::shared_ptr<const GraphPlan> &plan, size_t from, uint64_t later,
-	                  const std::shared_ptr<MarkedEvents> &marked, const char *api);
+	                  const std::shared_ptr<MarkedEvents> &marked, const char *api,
+	                  bool next = false);
 	// Records ev now (or resolves it with the last point); with both
 	// locks held.
 	npurtError_t recordNow(Event &ev, const char *api);
@@ -442,7 +443,14 @@ private:
 	DeviceState deviceState() const;
 	void flusherLoop();
 	npurtError_t ensureTimeline(uint32_t engineClass);
-	void defer(std::function<void()> action);
+	// Queues action for the worker; with mutex_ held. A continuation
+	// (next) of the action the worker runs now goes ahead of the actions
+	// queued meanwhile, after the continuations it queued before: a graph
+	// launch deferred behind a host step goes on in its own order, not
+	// behind the launches queued after it.
+	void defer(std::function<void()> action, bool next = false);
+	// Whether the calling thread is this stream's worker.
+	bool onOwnWorker() const { return worker_.get_id() == std::this_thread::get_id(); }
 	void workerLoop();
 	npurtError_t fail(npurtError_t code, const std::string &message, bool notify);
 	// Turns pending event waits into a job, so that the stream's tail
@@ -527,6 +535,7 @@ private:
 
 	// Deferred actions (after a host function), run by worker_ in order.
 	std::deque<std::function<void()>> deferred_;
+	size_t nextInserted_ = 0;  // continuations queued by the running action
 	bool workerBusy_ = false;
 	bool stopping_ = false;
 	std::condition_variable cv_;

@@ -2,7 +2,8 @@
 // streams captured into a graph and launched 1000 times, a graph built node
 // by node with a host node checking its result, the executable graphs
 // updated between launches (a recapture with other parameters, and single
-// nodes), and memory allocated and freed inside a capture.
+// nodes), memory allocated and freed inside a capture, and a node added to
+// the graph being captured.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -323,10 +324,49 @@ int main()
 	          [](int i) { return replays * 2.0f * h_a[i]; });
 	std::printf("cudaMallocAsync/cudaFreeAsync in a capture, %d launches: ok\n", replays);
 
-	// 5. Clean up.
-	for (cudaGraphExec_t e : {forkJoinExec, builtExec, withAllocExec})
+	// 5. A node added to the graph being captured (CUDA 12's
+	// cudaStreamGetCaptureInfo, 11.3's _v2): a host node between two
+	// captured copies checks the first one's result, and the capture goes
+	// on after it. The second copy overwrites what the host node checks.
+	CHECK(cudaMemset(d_z, 0, bytes));
+	HostCheck midCheck = {h_a, h_z, 0.0f, 0, false};
+	cudaGraph_t withHostNode;
+	CHECK(cudaStreamBeginCapture(s[0], cudaStreamCaptureModeGlobal));
+	CHECK(cudaMemcpyAsync(d_x, h_a, bytes, cudaMemcpyHostToDevice, s[0]));
+	CHECK(cudaMemcpyAsync(h_z, d_x, bytes, cudaMemcpyDeviceToHost, s[0]));
+	cudaStreamCaptureStatus captureStatus;
+	cudaGraph_t capturing = NULL;
+	const cudaGraphNode_t *captureDeps = NULL;
+	size_t numCaptureDeps = 0;
+	CHECK(cudaStreamGetCaptureInfo(s[0], &captureStatus, NULL, &capturing, &captureDeps,
+	                               &numCaptureDeps));
+	EXPECT(captureStatus == cudaStreamCaptureStatusActive && numCaptureDeps == 1);
+	cudaHostNodeParams midParams = {};
+	midParams.fn = checkOnHost;
+	midParams.userData = &midCheck;
+	cudaGraphNode_t midNode;
+	CHECK(cudaGraphAddHostNode(&midNode, capturing, captureDeps, numCaptureDeps, &midParams));
+	CHECK(cudaStreamUpdateCaptureDependencies(s[0], &midNode, 1,
+	                                          cudaStreamSetCaptureDependencies));
+	CHECK(cudaMemcpyAsync(h_z, d_z, bytes, cudaMemcpyDeviceToHost, s[0]));
+	CHECK(cudaStreamEndCapture(s[0], &withHostNode));
+	EXPECT(withHostNode == capturing);
+	CHECK(cudaGraphGetNodes(withHostNode, NULL, &numNodes));
+	CHECK(cudaGraphGetEdges(withHostNode, NULL, NULL, &numEdges));
+	EXPECT(numNodes == 4 && numEdges == 3);
+	cudaGraphExec_t withHostNodeExec;
+	CHECK(cudaGraphInstantiate(&withHostNodeExec, withHostNode, 0));
+	for (int i = 0; i < replays; i++)
+		CHECK(cudaGraphLaunch(withHostNodeExec, launchStream));
+	CHECK(cudaStreamSynchronize(launchStream));
+	EXPECT(midCheck.calls == replays && midCheck.ok);
+	expectAll("graph with a node added in the capture: z", h_z, [](int) { return 0.0f; });
+	std::printf("a host node added to the graph being captured, %d launches: ok\n", replays);
+
+	// 6. Clean up.
+	for (cudaGraphExec_t e : {forkJoinExec, builtExec, withAllocExec, withHostNodeExec})
 		CHECK(cudaGraphExecDestroy(e));
-	for (cudaGraph_t g : {forkJoin, forkJoin2, built, withAlloc})
+	for (cudaGraph_t g : {forkJoin, forkJoin2, built, withAlloc, withHostNode})
 		CHECK(cudaGraphDestroy(g));
 	for (cudaStream_t t : {s[0], s[1], s[2], launchStream})
 		CHECK(cudaStreamDestroy(t));

@@ -252,6 +252,50 @@ TEST_F(Graphs, NodesAddedToTheCapturedGraphJoinTheStreamsWork)
 	EXPECT_EQ(npurtGraphDestroy(out), npurtSuccess);
 }
 
+// A launch deferred behind its host node goes on before the launches queued
+// after it: the host node sees its own launch's copy, not a later step.
+// (The rest of a deferred launch used to queue behind the next launches:
+// a host node between two copies into one buffer saw the second copy of
+// the launch before it in 3 of 5 back-to-back launches.)
+TEST_F(Graphs, BackToBackLaunchesWithAHostNodeKeepEachLaunchsOrder)
+{
+	npurtStream_t s = s_[0];
+	struct Check {
+		const float *seen;
+		std::atomic<int> calls{0}, wrong{0};
+	} check;
+	check.seen = host_;
+	auto fn = [](void *p) {
+		auto *c = static_cast<Check *>(p);
+		c->calls++;
+		for (size_t i = 0; i < kN; i++)
+			if (c->seen[i] != 1.0f) {
+				c->wrong++;
+				return;
+			}
+	};
+	fill(buf_[2], 0.0f);
+	ASSERT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
+	ASSERT_EQ(npurtMemcpyAsync(host_, buf_[0], kN * 4, npurtMemcpyDeviceToHost, s),
+	          npurtSuccess);  // ones
+	ASSERT_EQ(npurtLaunchHostFunc(s, fn, &check), npurtSuccess);
+	ASSERT_EQ(npurtMemcpyAsync(host_, buf_[2], kN * 4, npurtMemcpyDeviceToHost, s),
+	          npurtSuccess);  // zeros
+	npurtGraph_t g = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s, &g), npurtSuccess);
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess);
+	const int launches = 20;
+	for (int i = 0; i < launches; i++)
+		ASSERT_EQ(npurtGraphLaunch(exec, s_[1]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[1]), npurtSuccess);
+	EXPECT_EQ(check.calls.load(), launches);
+	EXPECT_EQ(check.wrong.load(), 0) << "host nodes that saw a later step's copy";
+	EXPECT_TRUE(std::all_of(host_, host_ + kN, [](float v) { return v == 0.0f; }));
+	EXPECT_EQ(npurtGraphExecDestroy(exec), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess);
+}
+
 TEST_F(Graphs, UpdateCaptureDependenciesRefusesBadArgumentsAndKeepsTheCapture)
 {
 	npurtStream_t s = s_[0];

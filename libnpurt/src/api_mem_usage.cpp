@@ -244,9 +244,10 @@ npurtError_t npurtMemGetHistory(npurtMemTraceEntry *entries, size_t *count)
 			                        " (the count now says what is needed)");
 		// Streams by serial, as they are now: a destroyed one has none.
 		std::map<uint64_t, npurtStream_t> streams;
-		for (npurt::Stream *st : c->streams())
+		c->forEachStream([&streams](npurt::Stream *st) {
 			if (!st->isDefault())
 				streams[st->serial()] = st;
+		});
 		for (size_t i = 0; i < events.size(); i++) {
 			const npurt::TraceEvent &e = events[i];
 			npurtMemTraceEntry &out = entries[i];

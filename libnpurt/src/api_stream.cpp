@@ -468,7 +468,8 @@ npurtError_t npurtDeviceSynchronizeTimeout(int64_t timeoutMs)
 			return err;
 		int64_t deadline = npurt::deadlineAfter(timeoutMs);
 		npurtError_t first = npurtSuccess;
-		for (Stream *s : c->streams()) {
+		// Pinned: another thread may destroy a stream meanwhile.
+		c->forEachStreamPinned([&](Stream *s) {
 			int64_t left =
 			        deadline == INT64_MAX
 			                ? -1
@@ -477,7 +478,7 @@ npurtError_t npurtDeviceSynchronizeTimeout(int64_t timeoutMs)
 			npurtError_t err = s->synchronize(left, api);
 			if (err && !first)
 				first = err;
-		}
+		});
 		if (first)
 			return setError(first, npurtGetLastErrorMessage());
 		npurt::trimMemPools(*c);  // release thresholds

@@ -735,9 +735,42 @@ void Context::addStream(Stream *s)
 
 void Context::removeStream(Stream *s)
 {
-	std::unique_lock<std::shared_mutex> life(streamLife_);
-	std::lock_guard<std::mutex> lock(streamMutex_);
-	std::erase(streams_, s);
+	{
+		std::unique_lock<std::shared_mutex> life(streamLife_);
+		std::lock_guard<std::mutex> lock(streamMutex_);
+		std::erase(streams_, s);
+	}
+	// Without streamLife_: a pinned stream's synchronize may look at the
+	// other streams (forEachStream).
+	std::unique_lock<std::mutex> lock(streamMutex_);
+	unpinned_.wait(lock, [this, s] { return !streamPins_.count(s); });
+}
+
+void Context::forEachStreamPinned(const std::function<void(Stream *)> &f)
+{
+	struct Pin {
+		Context &c;
+		Stream *s;
+		~Pin()
+		{
+			{
+				std::lock_guard<std::mutex> lock(c.streamMutex_);
+				if (--c.streamPins_[s] == 0)
+					c.streamPins_.erase(s);
+			}
+			c.unpinned_.notify_all();
+		}
+	};
+	for (Stream *s : streams()) {
+		{
+			std::lock_guard<std::mutex> lock(streamMutex_);
+			if (std::ranges::find(streams_, s) == streams_.end())
+				continue;  // destroyed since the list was taken
+			++streamPins_[s];
+		}
+		Pin pin{*this, s};
+		f(s);
+	}
 }
 
 std::vector<Stream *> Context::streams()

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -185,8 +187,14 @@ public:
 	Stream *defaultStream(npurtError_t *err);
 	// Streams of this context (for DeviceSynchronize and destruction).
 	void addStream(Stream *s);
+	// Takes s off the list, then waits until no forEachStreamPinned call
+	// uses it.
 	void removeStream(Stream *s);
 	std::vector<Stream *> streams();
+	// Calls f(s) for every stream, each pinned (its destruction waits) for
+	// its own call only, with no lock held: f may wait for the stream's
+	// work, whose host functions may destroy other streams meanwhile.
+	void forEachStreamPinned(const std::function<void(Stream *)> &f);
 	// A stream's destructor has submitted its last work, ending at `last`.
 	void streamEnded(Stream *s, const Point &last);
 
@@ -346,8 +354,10 @@ private:
 	// (forEachStream), exclusively while one is taken off the list; taken
 	// before any stream's locks.
 	std::shared_mutex streamLife_;
-	std::mutex streamMutex_;  // guards streams_, slots_, slotChunks_, retired_
+	std::mutex streamMutex_;  // guards streams_, streamPins_, slots_, slotChunks_, retired_
 	std::vector<Stream *> streams_;
+	std::map<Stream *, int> streamPins_;  // forEachStreamPinned's, by stream
+	std::condition_variable unpinned_;
 	std::mutex defaultMutex_;  // guards default_ (taken before streamMutex_)
 	Stream *default_ = nullptr;
 	std::vector<uint64_t> slots_;  // free timestamp slots

@@ -394,9 +394,10 @@ npurtError_t Runtime::resetPrimary(int ordinal)
 	if (!ctx)
 		return npurtSuccess;
 	// Its work ends first (bounded: by the job timeout, or failed).
-	for (Stream *s : ctx->streams())
+	ctx->forEachStreamPinned([](Stream *s) {
 		if (s->synchronize(-1, "npurtDeviceReset"))
 			npurtGetLastError();
+	});
 	return destroyContext(ctx);
 }
 

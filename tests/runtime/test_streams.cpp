@@ -2206,6 +2206,48 @@ TEST_F(StreamThreads, FourThreadsFourStreams)
 		EXPECT_EQ(failures[static_cast<size_t>(t)], 0) << "thread " << t;
 }
 
+// npurtDeviceSynchronize waits for each stream of the device while other
+// threads destroy theirs: a stream is kept until the wait for it ends (the
+// wait used to go on in a destroyed stream).
+TEST_F(StreamThreads, DeviceSynchronizeWhileOtherThreadsDestroyStreams)
+{
+	std::atomic<int> running{2}, failures{0}, hostCalls{0};
+	std::vector<std::thread> threads;
+	for (int t = 0; t < 2; t++)
+		threads.emplace_back([&] {
+			npurtSetDevice(0);
+			void *d = nullptr;
+			if (npurtMalloc(&d, 1 << 16) != npurtSuccess)
+				failures++;
+			for (int i = 0; d && i < 40; i++) {
+				npurtStream_t s = nullptr;
+				if (npurtStreamCreate(&s) || npurtMemsetAsync(d, i, 1 << 16, s) ||
+				    npurtLaunchHostFunc(
+				            s,
+				            [](void *p) {
+					            (*static_cast<std::atomic<int> *>(p))++;
+				            },
+				            &hostCalls) ||
+				    npurtMemsetAsync(d, i + 1, 1 << 16, s))
+					failures++;
+				if (npurtStreamDestroy(s))
+					failures++;
+			}
+			npurtFree(d);
+			running--;
+		});
+	int syncs = 0;
+	while (running.load() > 0) {
+		ASSERT_EQ(npurtDeviceSynchronize(), npurtSuccess) << npurtGetLastErrorMessage();
+		syncs++;
+	}
+	for (auto &t : threads)
+		t.join();
+	EXPECT_EQ(failures.load(), 0);
+	EXPECT_EQ(hostCalls.load(), 80) << "every host function ran, destroyed stream or not";
+	EXPECT_GT(syncs, 0);
+}
+
 TEST_F(StreamThreads, CreateAndDestroyFromManyThreads)
 {
 	std::vector<int> failures(4, 0);

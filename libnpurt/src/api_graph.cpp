@@ -426,7 +426,21 @@ npurtError_t instantiate(npurtGraphExec_t *pExec, npurtGraph_t graph, unsigned l
 		                        ": the graph's device was reset; make a new graph");
 	std::unordered_map<const GraphNode *, GraphNode *> map;
 	std::unique_ptr<Graph> copy = g->clone(&map);
-	auto *e = new GraphExec(g->ctx(), std::move(copy), std::move(map));
+	auto exec = std::make_unique<GraphExec>(g->ctx(), std::move(copy), std::move(map));
+	// Its memory nodes' blocks are the graph's (and its clones'): one
+	// executable graph uses them at a time, as in CUDA.
+	if (g->hasMemoryNodes()) {
+		if (!npurt::claimGraphMemory(*g->memory()))
+			return setError(
+			        npurtErrorInvalidValue,
+			        std::string(api) +
+			                ": the graph has memory alloc or free nodes and an "
+			                "executable graph of it (or of a clone of it) exists; "
+			                "destroy that one first (npurtGraphExecDestroy): they "
+			                "would share its memory");
+		exec->claimedMemory = true;
+	}
+	GraphExec *e = exec.release();
 	npurt::registerExec(e);
 	*pExec = e;
 	return npurtSuccess;

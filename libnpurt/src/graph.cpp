@@ -132,8 +132,8 @@ npurtError_t allocGraphMemory(GraphMemory &mem, size_t bytes, const CallSite &si
 		return setError(err, std::string(api) + ": graph memory of " +
 		                             std::to_string(bytes) +
 		                             " bytes: " + npurtGetLastErrorMessage());
-	mem.blocks.push_back(addr);
 	std::lock_guard<std::mutex> lock(gGraphMutex);
+	mem.blocks.push_back(addr);
 	gGraphMemory[addr] = bytes;
 	gGraphBlocks.store(gGraphMemory.size(), std::memory_order_release);
 	GraphMemoryUse &use = gGraphUse[mem.device];
@@ -141,6 +141,21 @@ npurtError_t allocGraphMemory(GraphMemory &mem, size_t bytes, const CallSite &si
 	use.high = std::max(use.high, use.current);
 	*out = reinterpret_cast<void *>(addr);
 	return npurtSuccess;
+}
+
+bool claimGraphMemory(GraphMemory &mem)
+{
+	std::lock_guard<std::mutex> lock(gGraphMutex);
+	if (mem.execs)
+		return false;
+	mem.execs++;
+	return true;
+}
+
+void releaseGraphMemory(GraphMemory &mem)
+{
+	std::lock_guard<std::mutex> lock(gGraphMutex);
+	mem.execs--;
 }
 
 void graphMemoryUsage(int device, uint64_t *current, uint64_t *high)
@@ -478,6 +493,12 @@ GraphExec::GraphExec(Context &, std::unique_ptr<Graph> copy,
     : graph_(std::move(copy)), map_(std::move(map))
 {
 	replan();
+}
+
+GraphExec::~GraphExec()
+{
+	if (claimedMemory)
+		releaseGraphMemory(*graph_->memory());
 }
 
 GraphNode *GraphExec::mine(const npurtGraphNode_st *original)

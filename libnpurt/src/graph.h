@@ -71,7 +71,10 @@ struct GraphMemory {
 	Context *ctx = nullptr;
 	uint64_t ctxSerial = 0;
 	int device = 0;  // ctx's ordinal (kept: ctx may go first)
-	std::vector<uint64_t> blocks;
+	std::vector<uint64_t> blocks;  // guarded by the graph registry's lock
+	// Executable graphs using the blocks (one at most, as in CUDA: two
+	// would share them); guarded by the graph registry's lock.
+	int execs = 0;
 	GraphMemory() = default;
 	GraphMemory(const GraphMemory &) = delete;
 	GraphMemory &operator=(const GraphMemory &) = delete;
@@ -82,6 +85,9 @@ struct GraphMemory {
 // graph know it); the size rounded as npurtMalloc rounds.
 npurtError_t allocGraphMemory(GraphMemory &mem, size_t bytes, const CallSite &site, void **out,
                               const char *api);
+// An executable graph takes mem's blocks: false if another one has them.
+bool claimGraphMemory(GraphMemory &mem);
+void releaseGraphMemory(GraphMemory &mem);
 // Whether p is the start of graph memory (a free of it outside the graph
 // ends nothing: the memory lives as long as the graph).
 bool isGraphMemory(const void *p);
@@ -230,6 +236,11 @@ class GraphExec : public npurtGraphExec_st {
 public:
 	GraphExec(Context &ctx, std::unique_ptr<Graph> copy,
 	          std::unordered_map<const GraphNode *, GraphNode *> map);
+	~GraphExec();
+	GraphExec(const GraphExec &) = delete;
+	GraphExec &operator=(const GraphExec &) = delete;
+	// Whether it holds its graph memory's claim (claimGraphMemory).
+	bool claimedMemory = false;
 	Context &ctx() const { return graph_->ctx(); }
 	Graph &graph() { return *graph_; }
 	// The exec's node for a node of the graph it was made from (or from

@@ -296,6 +296,45 @@ TEST_F(Graphs, BackToBackLaunchesWithAHostNodeKeepEachLaunchsOrder)
 	EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess);
 }
 
+// A graph with memory nodes has one executable graph at a time (as CUDA's):
+// a second one, of it or of a clone, would use the same blocks.
+TEST_F(Graphs, OneExecutableGraphAtATimeForAGraphWithMemoryNodes)
+{
+	npurtStream_t s = s_[0];
+	ASSERT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
+	void *tmp = nullptr;
+	ASSERT_EQ(npurtMallocAsync(&tmp, kN * 4, s), npurtSuccess);
+	npurtOpDesc add = addOp(buf_[0], buf_[1], static_cast<float *>(tmp));
+	ASSERT_EQ(npurtLaunchOp(&add, s), npurtSuccess);
+	ASSERT_EQ(npurtMemcpyAsync(buf_[3], tmp, kN * 4, npurtMemcpyDeviceToDevice, s),
+	          npurtSuccess);
+	ASSERT_EQ(npurtFreeAsync(tmp, s), npurtSuccess);
+	npurtGraph_t g = nullptr, clone = nullptr;
+	ASSERT_EQ(npurtStreamEndCapture(s, &g), npurtSuccess);
+	ASSERT_EQ(npurtGraphClone(&clone, g), npurtSuccess);
+	npurtGraphExec_t first = nullptr, second = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&first, g, 0), npurtSuccess);
+	EXPECT_EQ(npurtGraphInstantiate(&second, g, 0), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "npurtGraphExecDestroy")) << lastMessage();
+	EXPECT_EQ(second, nullptr);
+	EXPECT_EQ(npurtGraphInstantiate(&second, clone, 0), npurtErrorInvalidValue)
+	        << "a clone shares the graph's memory";
+	npurtGetLastError();
+	ASSERT_EQ(npurtGraphLaunch(first, s), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess);
+	EXPECT_TRUE(holds(buf_[3], 3.0f));
+	ASSERT_EQ(npurtGraphExecDestroy(first), npurtSuccess);
+	// The first gone, the clone's executable graph may be made.
+	ASSERT_EQ(npurtGraphInstantiate(&second, clone, 0), npurtSuccess);
+	fill(buf_[3], 0.0f);
+	ASSERT_EQ(npurtGraphLaunch(second, s), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess);
+	EXPECT_TRUE(holds(buf_[3], 3.0f));
+	EXPECT_EQ(npurtGraphExecDestroy(second), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(clone), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess);
+}
+
 TEST_F(Graphs, UpdateCaptureDependenciesRefusesBadArgumentsAndKeepsTheCapture)
 {
 	npurtStream_t s = s_[0];

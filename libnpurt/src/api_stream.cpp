@@ -810,6 +810,11 @@ npurtError_t npurtStreamAddCallback(npurtStream_t stream, npurtStreamCallback_t 
 		Stream *s = nullptr;
 		if (npurtError_t err = npurt::resolveStream(stream, &s, api))
 			return err;
+		// As in CUDA: a callback is given its stream, which a replayed
+		// graph does not have (npurtLaunchHostFunc is captured).
+		if (s->capturing())
+			return s->captureRefuse(api, "a stream callback (npurtLaunchHostFunc is "
+			                             "captured)");
 		npurt::TaskInfo t;
 		t.api = api;
 		t.label = "stream callback";

@@ -247,17 +247,30 @@ void Stream::abandonCapture()
 	std::shared_ptr<Capture> cap = capture();
 	if (!cap)
 		return;
+	std::unique_ptr<Graph> graph;
 	{
 		std::lock_guard<std::mutex> lock(cap->mutex);
 		invalidate(*cap, npurtErrorStreamCaptureInvalidated,
 		           "a stream in the capture was destroyed");
-		cap->frontier.erase(this);
-		if (cap->origin == this)
+		if (cap->origin == this && cap->graph) {
+			// Nothing can end the capture now: it ends here, without
+			// a graph, for the streams that joined it too.
 			cap->active = false;
+			for (const auto &[s, nodes] : cap->frontier)
+				if (s != this)
+					s->leaveCapture(cap.get());
+			cap->frontier.clear();
+			graph = std::move(cap->graph);
+			graph->capturing.store(false, std::memory_order_relaxed);
+		} else {
+			cap->frontier.erase(this);
+		}
 	}
 	leaveCapture(cap.get());
 	if (cap->origin == this)
 		retire(cap.get());
+	if (graph)
+		unregisterGraph(graph.get());  // its handle is refused from now on
 }
 
 npurtError_t Stream::captureRefuse(const char *api, const std::string &what)

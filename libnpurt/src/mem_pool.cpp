@@ -370,10 +370,10 @@ void trimMemPools(Context &ctx)
 
 void memPoolFreed(MemPool *pool)
 {
-	if (pool->isDefault())
-		return;
 	Registry &r = registry();
 	std::lock_guard<std::mutex> lock(r.mutex);
+	// Looked up before it is used: once its last block was freed, a
+	// retired pool may be deleted (trimMemPools) before this runs.
 	if (std::ranges::find(r.retired, pool) != r.retired.end())
 		pool->allocator().emptyCache();
 }

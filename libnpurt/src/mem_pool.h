@@ -79,7 +79,8 @@ void forgetContextInMemPools(Context &ctx);
 // Pools of ctx with a release threshold trim to it (after a sync), and
 // destroyed pools give back what they can (and go once empty).
 void trimMemPools(Context &ctx);
-// An allocation of pool was freed: a destroyed pool gives its cache back.
+// An allocation of pool was freed: a destroyed pool gives its cache back
+// (pool may be gone already: it is only compared until found retired).
 void memPoolFreed(MemPool *pool);
 
 }  // namespace npurt

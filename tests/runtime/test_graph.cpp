@@ -457,6 +457,11 @@ TEST_F(Graphs, ForbiddenCallsFailAndInvalidateTheCapture)
 		         return npurtMemcpyAsync(d, pageable.data(), kN * 4,
 		                                 npurtMemcpyHostToDevice, s);
 	         }},
+	        {"a stream callback (CUDA's cudaStreamAddCallback is not captured)",
+	         [&] {
+		         return npurtStreamAddCallback(
+		                 s, [](npurtStream_t, npurtError_t, void *) {}, nullptr, 0);
+	         }},
 	};
 	for (const Case &c : cases) {
 		ASSERT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess)
@@ -643,6 +648,31 @@ TEST_F(Graphs, DestroyingAStreamOfTheCaptureInvalidatesIt)
 	void *p = nullptr;
 	EXPECT_EQ(npurtMalloc(&p, 4096), npurtSuccess) << "no capture is left to forbid it";
 	npurtFree(p);
+	// With a stream forked in, and the capture's graph handed out: the
+	// capture ends for the forked stream too (it works as before), and the
+	// graph's handle is refused.
+	ASSERT_EQ(npurtStreamCreateWithFlags(&origin, npurtStreamNonBlocking), npurtSuccess);
+	ASSERT_EQ(npurtStreamCreateWithFlags(&extra, npurtStreamNonBlocking), npurtSuccess);
+	ASSERT_EQ(npurtStreamBeginCapture(origin, npurtStreamCaptureModeGlobal), npurtSuccess);
+	ASSERT_EQ(npurtEventRecord(e, origin), npurtSuccess);
+	ASSERT_EQ(npurtStreamWaitEvent(extra, e, 0), npurtSuccess);
+	ASSERT_EQ(npurtMemsetAsync(buf_[2], 0, kN * 4, extra), npurtSuccess);
+	ASSERT_EQ(npurtStreamGetCaptureInfo(origin, nullptr, nullptr, &g, nullptr, nullptr),
+	          npurtSuccess);
+	ASSERT_NE(g, nullptr);
+	ASSERT_EQ(npurtStreamDestroy(origin), npurtSuccess);
+	npurtStreamCaptureStatus st = npurtStreamCaptureStatusActive;
+	ASSERT_EQ(npurtStreamIsCapturing(extra, &st), npurtSuccess);
+	EXPECT_EQ(st, npurtStreamCaptureStatusNone);
+	fill(buf_[4], 0.0f);
+	npurtOpDesc add = addOp(buf_[0], buf_[1], buf_[4]);
+	ASSERT_EQ(npurtLaunchOp(&add, extra), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtStreamSynchronize(extra), npurtSuccess) << lastMessage();
+	EXPECT_TRUE(holds(buf_[4], 3.0f));
+	size_t count = 0;
+	EXPECT_EQ(npurtGraphGetNodes(g, nullptr, &count), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtErrorInvalidValue);
+	npurtStreamDestroy(extra);
 	npurtEventDestroy(e);
 	npurtGetLastError();
 }

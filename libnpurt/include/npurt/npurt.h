@@ -1246,7 +1246,9 @@ typedef void (*npurtHostFn_t)(void *userData);
 NPURT_API npurtError_t npurtLaunchHostFunc(npurtStream_t stream, npurtHostFn_t fn, void *userData);
 /* As CUDA's cudaStreamAddCallback: run in stream order like a host
  * function, and also after a failure, which status then gives; stream is
- * the handle given here. flags must be 0. */
+ * the handle given here. flags must be 0. Not captured (as in CUDA): on a
+ * capturing stream it fails with npurtErrorStreamCaptureUnsupported and
+ * invalidates the capture; capture npurtLaunchHostFunc instead. */
 typedef void (*npurtStreamCallback_t)(npurtStream_t stream, npurtError_t status, void *userData);
 NPURT_API npurtError_t npurtStreamAddCallback(npurtStream_t stream, npurtStreamCallback_t callback,
                                               void *userData, unsigned int flags);

@@ -650,10 +650,15 @@ static void npu_job_run_direct(struct npu_job *job,
 	job->hw_fence_live = true;
 	job->point = ++queue->seqno;
 	ret = npu_job_exec_locked(job);
-	mutex_unlock(&engine->exec_lock);
 	if (ret)
 		dma_fence_set_error(job->hw_fence, ret);
+	/*
+	 * Signalled before the engine is free: a direct job of another queue
+	 * would otherwise signal the next seqno of direct_context first, and
+	 * fence merges keep only the later fence of a context.
+	 */
 	dma_fence_signal(job->hw_fence);
+	mutex_unlock(&engine->exec_lock);
 	drm_syncobj_add_point(queue->syncobj, chain, job->hw_fence,
 			      job->point);
 	atomic64_inc(&engine->direct_jobs);

@@ -5,6 +5,7 @@
  * place where the first error of its jobs is recorded.
  */
 
+#include <linux/capability.h>
 #include <linux/overflow.h>
 #include <linux/slab.h>
 #include <linux/xarray.h>
@@ -27,7 +28,9 @@ static void npu_queue_release(struct kref *kref)
 	atomic_dec(&queue->engine->queues);
 	if (queue->error)
 		atomic_dec(&queue->engine->ndev->queues_in_error);
-	drm_syncobj_put(queue->syncobj);
+	/* NULL when QUEUE_CREATE failed to make it. */
+	if (queue->syncobj)
+		drm_syncobj_put(queue->syncobj);
 	mutex_destroy(&queue->submit_lock);
 	atomic_dec(&npu_live.queues);
 	kfree(queue);
@@ -112,6 +115,15 @@ int npu_ioctl_queue_create(struct drm_device *drm, void *data,
 	    args->status_addr != 0) {
 		drm_dbg(drm, "queue_create: bad status_addr\n");
 		return -EINVAL;
+	}
+	/*
+	 * The scheduler serves a ready high-priority queue first, always: a
+	 * privilege, as amdgpu and panthor make it, or one user's queues
+	 * starve every other context on the engine.
+	 */
+	if (args->priority == DRM_NPU_PRIORITY_HIGH && !capable(CAP_SYS_NICE)) {
+		drm_dbg(drm, "queue_create: high priority needs CAP_SYS_NICE\n");
+		return -EACCES;
 	}
 	engine = npu_engine_pick(ndev, args->engine_class);
 	if (!engine)

@@ -621,6 +621,12 @@ npurtError_t Stream::ensureTimeline(uint32_t engineClass)
 	              : priority_ > 0 ? DRM_NPU_PRIORITY_LOW
 	                              : DRM_NPU_PRIORITY_NORMAL;
 	int ret = ctx_.node().ioctl(DRM_IOCTL_NPU_QUEUE_CREATE, &qc);
+	if (ret == -EACCES && qc.priority == DRM_NPU_PRIORITY_HIGH) {
+		// High priority is a privilege (CAP_SYS_NICE); a stream's
+		// priority is a hint, as CUDA's: normal without it.
+		qc.priority = DRM_NPU_PRIORITY_NORMAL;
+		ret = ctx_.node().ioctl(DRM_IOCTL_NPU_QUEUE_CREATE, &qc);
+	}
 	if (ret == -ENOSPC) {
 		// The context has all the queues the driver gives it: share
 		// one, as CUDA's streams share hardware queues. Jobs of the

@@ -2192,10 +2192,21 @@ static void attack_queues(struct __test_metadata *_metadata,
 		attack(K_QUEUE, ret == -ENOENT,
 		       "QUEUE_DESTROY of queue %u: %d", g[i], ret);
 	}
+	/*
+	 * High priority would starve every other context on the engine: a
+	 * privilege (CAP_SYS_NICE) the attacker, another user, has not.
+	 */
+	if (a->separate_users) {
+		ret = npu_queue_create(a->fd, DRM_NPU_ENGINE_COPY,
+				       DRM_NPU_PRIORITY_HIGH, &own[0]);
+		if (!attack(K_QUEUE, ret == -EACCES,
+			    "QUEUE_CREATE of a high-priority queue: %d", ret))
+			npu_queue_destroy(a->fd, own[0].queue_id);
+	}
 	/* Its own queues under the victim's ids are its own. */
 	for (i = 0; i < VQ_COUNT; i++)
 		ASSERT_EQ(0, npu_queue_create(a->fd, DRM_NPU_ENGINE_COPY,
-					      DRM_NPU_PRIORITY_HIGH, &own[i]));
+					      DRM_NPU_PRIORITY_NORMAL, &own[i]));
 	for (i = 0; i < VQ_COUNT; i++) {
 		int j, mine = 0;
 
@@ -2700,7 +2711,7 @@ static void attack_exhaust_queues(struct __test_metadata *_metadata,
 			ret = npu_queue_create(fds[f], n[f] % 2 ?
 					       DRM_NPU_ENGINE_COMPUTE :
 					       DRM_NPU_ENGINE_COPY,
-					       DRM_NPU_PRIORITY_HIGH,
+					       DRM_NPU_PRIORITY_NORMAL,
 					       &fq[n[f]]);
 			if (ret)
 				break;

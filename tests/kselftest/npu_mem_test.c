@@ -1086,26 +1086,6 @@ TEST_F(mem, userptr_no_mmap)
 	ASSERT_EQ(0, munmap(m, size));
 }
 
-/* Drop CAP_IPC_LOCK from every set of this process. */
-static int drop_cap_ipc_lock(void)
-{
-	struct __user_cap_header_struct hdr = {
-		.version = _LINUX_CAPABILITY_VERSION_3,
-	};
-	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
-	unsigned int i = CAP_TO_INDEX(CAP_IPC_LOCK);
-	__u32 mask = CAP_TO_MASK(CAP_IPC_LOCK);
-
-	if (syscall(SYS_capget, &hdr, data))
-		return -errno;
-	data[i].effective &= ~mask;
-	data[i].permitted &= ~mask;
-	data[i].inheritable &= ~mask;
-	if (syscall(SYS_capset, &hdr, data))
-		return -errno;
-	return 0;
-}
-
 static void memlock_child(struct __test_metadata *_metadata, int fd,
 			  __u64 page, bool drop_cap)
 {
@@ -1124,7 +1104,7 @@ static void memlock_child(struct __test_metadata *_metadata, int fd,
 		ASSERT_EQ(0, npu_gem_close(fd, h_big));
 		_exit(0);
 	}
-	ASSERT_EQ(0, drop_cap_ipc_lock());
+	ASSERT_EQ(0, npu_drop_cap(CAP_IPC_LOCK));
 
 	ASSERT_EQ(-ENOMEM, npu_bo_userptr(fd, m, big, 0, &h_big));
 	ASSERT_EQ(0, vm_pinned_kib());

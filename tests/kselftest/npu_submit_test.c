@@ -395,6 +395,47 @@ TEST_F(submit, queue_create_all_classes_and_priorities)
 	queue_works(_metadata, self);
 }
 
+/*
+ * A high-priority queue is served first whenever it has a job: without
+ * CAP_SYS_NICE QUEUE_CREATE refuses it (-EACCES), normal and low work.
+ */
+TEST_F(submit, queue_high_priority_needs_cap_sys_nice)
+{
+	struct drm_npu_queue_create q;
+	int status;
+	pid_t pid;
+
+	if (no_device(self->fd))
+		return;
+	if (geteuid())
+		SKIP(return, "needs root to drop the capability under test");
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (npu_drop_cap(CAP_SYS_NICE))
+			_exit(2);
+		if (npu_queue_create(self->fd, DRM_NPU_ENGINE_COPY,
+				     DRM_NPU_PRIORITY_HIGH, &q) != -EACCES ||
+		    npu_queue_create(self->fd, DRM_NPU_ENGINE_COMPUTE,
+				     DRM_NPU_PRIORITY_HIGH, &q) != -EACCES)
+			_exit(3);
+		if (npu_queue_create(self->fd, DRM_NPU_ENGINE_COMPUTE,
+				     DRM_NPU_PRIORITY_NORMAL, &q) ||
+		    npu_queue_destroy(self->fd, q.queue_id) ||
+		    npu_queue_create(self->fd, DRM_NPU_ENGINE_COPY,
+				     DRM_NPU_PRIORITY_LOW, &q) ||
+		    npu_queue_destroy(self->fd, q.queue_id))
+			_exit(4);
+		_exit(0);
+	}
+	status = npu_wait_child(pid);
+	ASSERT_EQ(0, status) TH_LOG("child: 2 capset, 3 high allowed, 4 normal/low refused");
+	/* With it (root), high priority is fine. */
+	ASSERT_EQ(0, npu_queue_create(self->fd, DRM_NPU_ENGINE_COPY,
+				      DRM_NPU_PRIORITY_HIGH, &q));
+	ASSERT_EQ(0, npu_queue_destroy(self->fd, q.queue_id));
+}
+
 TEST_F(submit, queue_create_bad_args)
 {
 	const __u32 wb = DRM_NPU_QUEUE_STATUS_WRITEBACK;

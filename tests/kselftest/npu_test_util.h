@@ -22,9 +22,12 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <linux/capability.h>
 
 #include <npu_drm.h>
 
@@ -630,6 +633,26 @@ static inline bool npu_all_bytes(const void *buf, size_t len, unsigned char v)
 			return false;
 	}
 	return true;
+}
+
+/* Drop capability @cap from every set of this process. */
+static inline int npu_drop_cap(int cap)
+{
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+	unsigned int i = CAP_TO_INDEX(cap);
+	__u32 mask = CAP_TO_MASK(cap);
+
+	if (syscall(SYS_capget, &hdr, data))
+		return -errno;
+	data[i].effective &= ~mask;
+	data[i].permitted &= ~mask;
+	data[i].inheritable &= ~mask;
+	if (syscall(SYS_capset, &hdr, data))
+		return -errno;
+	return 0;
 }
 
 /**

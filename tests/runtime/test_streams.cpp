@@ -6,8 +6,10 @@
 // injects (root only) makes device work take a known minimum time, so that
 // "still running" is a fact and not a race.
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -386,6 +388,53 @@ TEST_F(Streams, PriorityRangeFlagsAndClamping)
 	EXPECT_EQ(npurtStreamCreate(nullptr), npurtErrorInvalidValue);
 	EXPECT_EQ(npurtStreamGetPriority(nb, nullptr), npurtErrorInvalidValue);
 	EXPECT_EQ(npurtStreamGetFlags(nb, nullptr), npurtErrorInvalidValue);
+}
+
+// The other process of HighPriorityWithoutCapSysNiceRunsAtNormal: without
+// CAP_SYS_NICE the driver refuses high-priority queues; the stream's work
+// runs on normal ones.
+TEST(StreamPriorityChild, HighPriorityStreamWorks)
+{
+	if (!std::getenv("NPURT_TEST_NO_NICE_CHILD"))
+		GTEST_SKIP() << "run by Streams.HighPriorityWithoutCapSysNiceRunsAtNormal";
+	__user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+	__user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+	ASSERT_EQ(syscall(SYS_capget, &hdr, data), 0);
+	for (auto &d : data)
+		d.effective = d.permitted = d.inheritable = 0;
+	ASSERT_EQ(syscall(SYS_capset, &hdr, data), 0);
+	int least = 0, greatest = 0;
+	ASSERT_EQ(npurtDeviceGetStreamPriorityRange(&least, &greatest), npurtSuccess);
+	npurtStream_t s = nullptr;
+	ASSERT_EQ(npurtStreamCreateWithPriority(&s, npurtStreamNonBlocking, greatest),
+	          npurtSuccess);
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 4096), npurtSuccess) << npurtGetLastErrorMessage();
+	ASSERT_EQ(npurtMemsetAsync(d, 0x5a, 4096, s), npurtSuccess) << npurtGetLastErrorMessage();
+	ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess) << npurtGetLastErrorMessage();
+	unsigned char back[4096] = {};
+	ASSERT_EQ(npurtMemcpy(back, d, sizeof(back), npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_TRUE(
+	        std::all_of(back, back + sizeof(back), [](unsigned char b) { return b == 0x5a; }));
+	int prio = 0;
+	EXPECT_EQ(npurtStreamGetPriority(s, &prio), npurtSuccess);
+	EXPECT_EQ(prio, greatest) << "the priority asked for, as CUDA reports it";
+	EXPECT_EQ(npurtStreamDestroy(s), npurtSuccess);
+	EXPECT_EQ(npurtFree(d), npurtSuccess);
+	std::printf("high-priority stream without CAP_SYS_NICE: ok\n");
+}
+
+TEST_F(Streams, HighPriorityWithoutCapSysNiceRunsAtNormal)
+{
+	if (geteuid())
+		GTEST_SKIP() << "needs root to drop the capability in a child";
+	npurt_test::ChildResult r =
+	        npurt_test::runChild("StreamPriorityChild.*", {"NPURT_TEST_NO_NICE_CHILD=1"});
+	ASSERT_FALSE(r.timedOut) << npurt_test::indented(r.output);
+	EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
+	        << npurt_test::indented(r.output);
+	EXPECT_TRUE(contains(r.output, "high-priority stream without CAP_SYS_NICE: ok"))
+	        << npurt_test::indented(r.output);
 }
 
 TEST_F(Streams, BadHandlesAreInvalidHandle)

@@ -1515,9 +1515,10 @@ static void op_queue_create(struct fz_ctx *c, struct fz_fd *f)
 	};
 	const struct fz_node *node = &c->p->nodes[f->node];
 	struct fz_queue *q = &f->q[fz_below(&c->lr, FZ_NQ)];
+	/* High priority needs CAP_SYS_NICE (-EACCES): root's only, here. */
 	struct drm_npu_queue_create a = {
 	        .engine_class = (uint32_t)fz_below(&c->lr, 2),
-	        .priority = (uint32_t)fz_below(&c->lr, 3),
+	        .priority = (uint32_t)fz_below(&c->lr, geteuid() ? 2 : 3),
 	};
 	uint32_t id, so;
 	uint64_t ep;

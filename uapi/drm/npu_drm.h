@@ -441,7 +441,10 @@ struct drm_npu_memory_info {
  */
 #define DRM_NPU_JOB_TIMEOUT_FACTOR	16
 
-/* drm_npu_queue_create.priority */
+/*
+ * drm_npu_queue_create.priority. A ready job of a higher priority queue
+ * runs first; DRM_NPU_PRIORITY_HIGH needs CAP_SYS_NICE (-EACCES without).
+ */
 enum drm_npu_priority {
 	DRM_NPU_PRIORITY_LOW = 0,
 	DRM_NPU_PRIORITY_NORMAL = 1,

@@ -893,7 +893,10 @@ NPURT_API npurtError_t npurtMemPoolGetAccess(npurtMemAccessFlags *flags, npurtMe
  * order only against what they are told to wait for. */
 #define npurtStreamNonBlocking 0x01
 
-/* Priorities: lower numbers are higher priority, as in CUDA. */
+/* Priorities: lower numbers are higher priority, as in CUDA. A priority is
+ * a hint: the high one needs CAP_SYS_NICE from the driver, and a process
+ * without it gets normal-priority queues (npurtStreamGetPriority still
+ * says what was asked for). */
 NPURT_API npurtError_t npurtDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
 NPURT_API npurtError_t npurtStreamCreate(npurtStream_t *stream);
 NPURT_API npurtError_t npurtStreamCreateWithFlags(npurtStream_t *stream, unsigned int flags);

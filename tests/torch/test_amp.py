@@ -88,3 +88,17 @@ def test_grad_scaler_training(dev):
     assert scaler.get_scale() == 512.0
     for p, q in zip(model.parameters(), before):
         torch.testing.assert_close(p.detach().cpu(), q)
+
+
+@needs_autocast
+def test_amp_names_are_classes(dev):
+    scaler = npu.amp.GradScaler()
+    assert isinstance(scaler, npu.amp.GradScaler)
+    assert isinstance(scaler, torch.amp.GradScaler)
+    ctx = npu.amp.autocast(dtype=torch.bfloat16)
+    assert isinstance(ctx, npu.amp.autocast) and isinstance(ctx, torch.autocast)
+
+    class Mine(npu.amp.GradScaler):
+        pass
+
+    assert Mine(init_scale=8.0).get_scale() == 8.0

@@ -247,3 +247,64 @@ def test_can_device_access_peer(dev):
             assert npu.can_device_access_peer(a, b) == (n > 1 and a != b)
     with pytest.raises(IndexError):
         npu.can_device_access_peer(0, n)
+
+
+def test_negative_index_is_a_no_op_as_in_torch_cuda():
+    prev = npu.current_device()
+    npu.set_device(-1)
+    assert npu.current_device() == prev
+    with npu.device(-1):
+        assert npu.current_device() == prev
+    assert npu.is_bf16_supported(including_emulation=False)
+
+
+def test_set_stream_makes_its_device_current():
+    if npu.device_count() < 2:
+        pytest.skip("needs 2 NPUs")
+    npu.set_device(0)
+    s1 = npu.Stream(device=1)
+    try:
+        npu.set_stream(s1)
+        assert npu.current_device() == 1
+        assert npu.current_stream() == s1
+        x = torch.ones(4, device="npu")
+        assert x.device.index == 1
+    finally:
+        npu.set_stream(npu.default_stream(1))
+        npu.set_device(0)
+    assert npu.current_stream() == npu.default_stream(0)
+
+
+def test_empty_cache_without_a_device_empties_every_npu():
+    if npu.device_count() < 2:
+        pytest.skip("needs 2 NPUs")
+    npu.set_device(0)
+    for i in range(2):
+        x = torch.empty(1 << 20, device="npu:%d" % i)
+        del x
+        assert npu.memory_reserved(i) > 0
+    npu.empty_cache()
+    assert npu.memory_reserved(0) == 0 and npu.memory_reserved(1) == 0
+    assert npu.current_device() == 0
+
+
+@pytest.mark.skipif(not hasattr(torch, "Event"), reason="torch 1.13: no torch.Event")
+def test_torch_generic_events_and_streams(dev):
+    """torch 2.x's device-generic torch.Event/torch.Stream and
+    torch.accelerator go through the backend's guard."""
+    s = torch.Stream(device=dev)
+    assert s.device == dev
+    a, b = torch.Event(dev, enable_timing=True), torch.Event(dev, enable_timing=True)
+    x = torch.randn(256, 256, device=dev)
+    a.record()
+    y = x @ x
+    b.record()
+    b.synchronize()
+    assert b.query()
+    assert a.elapsed_time(b) >= 0.0
+    torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu(), rtol=1e-4, atol=1e-4)
+    if hasattr(torch, "accelerator"):
+        z = x * 2
+        torch.accelerator.synchronize()
+        assert npu.current_stream().query()
+        assert torch.equal(z.cpu(), x.cpu() * 2)

@@ -267,3 +267,22 @@ def test_make_graphed_callables(dev):
             graphed(torch.randn(4, 16).to(dev))
     with pytest.raises(RuntimeError, match="no_grad"):
         graphed(sample)
+
+
+def test_replay_runs_on_the_capture_device_whatever_is_current():
+    if npu.device_count() < 2:
+        pytest.skip("needs 2 NPUs")
+    npu.set_device(0)
+    x = torch.ones(64, device="npu:0")
+    g = npu.NPUGraph()
+    s = npu.Stream()
+    with npu.stream(s):
+        g.capture_begin()
+        x.mul_(2)
+        g.capture_end()
+    with npu.device(1):
+        g.replay()
+        assert npu.current_device() == 1
+    npu.synchronize(0)
+    assert torch.equal(x.cpu(), torch.full((64,), 2.0))
+    g.reset()

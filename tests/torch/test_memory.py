@@ -309,3 +309,17 @@ def test_reset_accumulated_memory_stats(dev):
     y = torch.empty(16, device=dev)
     assert npu.memory_stats()["allocation.all.allocated"] == 1
     del y
+
+
+def test_stats_keys_tools_read(dev):
+    npu.empty_cache()
+    x = torch.empty(1 << 20, device=dev)
+    st = npu.memory_stats()
+    for key in ("allocation.all.current", "allocation.all.peak", "active_bytes.all.current",
+                "active_bytes.all.peak", "requested_bytes.all.current",
+                "requested_bytes.all.peak", "num_device_alloc", "num_device_free"):
+        assert key in st, key
+    assert st["active_bytes.all.current"] == st["allocated_bytes.all.current"] >= 4 << 20
+    assert st["allocation.all.current"] >= 1
+    assert st["num_device_alloc"] == st["segment.all.allocated"]
+    del x

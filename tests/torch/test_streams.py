@@ -15,6 +15,8 @@ def test_stream_basics(dev):
     assert hi.priority == -1
     with pytest.raises(RuntimeError, match="priority"):
         npu.Stream(priority=5)
+    # Beyond the highest is the highest, as torch.cuda's.
+    assert npu.Stream(priority=-7).priority == -1
     with npu.stream(s):
         assert npu.current_stream() == s
         x = torch.randn(128, 128, device=dev)

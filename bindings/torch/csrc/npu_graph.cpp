@@ -355,6 +355,9 @@ public:
 		return nodes;
 	}
 
+	// The NPU it was captured on (replayed there), -1 before a capture.
+	int device() const { return exec_ || capturing_ ? device_ : -1; }
+
 	void replay(int device, int64_t streamId)
 	{
 		TORCH_CHECK(exec_, capturing_ ? "NPUGraph.replay: the capture has not ended"
@@ -437,6 +440,7 @@ void registerGraphs(py::module &m)
 	        .def("replay", &PyGraph::replay)
 	        .def("reset", &PyGraph::reset)
 	        .def("pool", &PyGraph::pool)
+	        .def("device", [](const PyGraph &p) { return p.device(); })
 	        .def("debug_dump", &PyGraph::debugDump)
 	        .def("pool_stats", &PyGraph::poolStats);
 	m.def("_graph_pool_handle", [] { return py::make_tuple(0, gNextId.fetch_add(1)); });

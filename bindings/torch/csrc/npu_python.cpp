@@ -340,6 +340,17 @@ py::dict memStats(int device)
 	d["num_alloc_retries"] = s.cacheFlushes;
 	d["allocation.all.allocated"] = s.allocCalls;
 	d["allocation.all.freed"] = s.freeCalls;
+	// Read by tools written for torch.cuda; approximations: active and
+	// requested bytes are the allocated bytes (a block whose free waits
+	// for queued work is not counted; sizes are rounded as blocks are).
+	d["allocation.all.current"] = s.activeBlocks;
+	d["allocation.all.peak"] = s.activeBlocksPeak;
+	d["active_bytes.all.current"] = s.allocatedBytes;
+	d["active_bytes.all.peak"] = s.allocatedBytesPeak;
+	d["requested_bytes.all.current"] = s.allocatedBytes;
+	d["requested_bytes.all.peak"] = s.allocatedBytesPeak;
+	d["num_device_alloc"] = s.deviceAllocs;
+	d["num_device_free"] = s.deviceFrees;
 	return d;
 }
 

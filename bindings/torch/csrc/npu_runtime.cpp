@@ -342,9 +342,11 @@ c10::Stream poolStream(int device, int priority)
 	device = checkedDevice(device);
 	int least = 0, greatest = 0;
 	npurtDeviceGetStreamPriorityRange(&least, &greatest);
-	TORCH_CHECK(priority <= least && priority >= greatest, "stream priority ", priority,
-	            " is out of range [", greatest, ", ", least,
-	            "] (lower numbers are higher priority)");
+	// Beyond the highest is the highest, as torch.cuda's; past the lowest
+	// is an error there too.
+	priority = std::max(priority, greatest);
+	TORCH_CHECK(priority <= least, "stream priority ", priority, " is out of range [",
+	            greatest, ", ", least, "] (lower numbers are higher priority)");
 	auto &t = streamTables()[device];
 	size_t cls = static_cast<size_t>(priority - greatest);
 	TORCH_INTERNAL_ASSERT(cls < kPriorities);
@@ -653,6 +655,42 @@ struct NpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 	                           const c10::Stream &stream) const override
 	{
 		capturePoolRecordStream(data.get(), nativeStream(stream));
+	}
+
+	// torch 2.x's device-generic calls (torch.Stream, torch.Event,
+	// torch.accelerator): virtual in the torch versions that have them,
+	// which these override; unused members where they do not (1.13), so
+	// not marked override.
+	c10::Stream getNewStream(c10::Device d, int priority = 0) const
+	{
+		return poolStream(d.index(), priority);
+	}
+
+	void synchronizeEvent(void *event) const
+	{
+		if (event)  // never recorded: nothing to wait for
+			check(npurtEventSynchronize(static_cast<npurtEvent_t>(event)),
+			      "npurtEventSynchronize");
+	}
+
+	void synchronizeDevice(const c10::DeviceIndex index) const
+	{
+		// An explicit synchronize: not flagged by set_sync_debug_mode,
+		// as torch.npu.synchronize() is not.
+		DeviceScope scope(checkedDevice(index));
+		check(npurtDeviceSynchronize(), "npurtDeviceSynchronize");
+	}
+
+	double elapsedTime(void *start, void *end, const c10::DeviceIndex index) const
+	{
+		TORCH_CHECK(start && end,
+		            "both events must be recorded before the elapsed time is asked for");
+		DeviceScope scope(checkedDevice(index));
+		float ms = 0;
+		check(npurtEventElapsedTime(&ms, static_cast<npurtEvent_t>(start),
+		                            static_cast<npurtEvent_t>(end)),
+		      "npurtEventElapsedTime");
+		return ms;
 	}
 };
 

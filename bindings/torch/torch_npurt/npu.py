@@ -92,6 +92,10 @@ def device_count():
 
 
 def set_device(device):
+    """Makes `device` the current NPU; a negative index does nothing (as
+    torch.cuda.set_device)."""
+    if isinstance(device, int) and not isinstance(device, bool) and device < 0:
+        return
     _C._set_device(_index(device, optional=False))
 
 
@@ -167,7 +171,9 @@ class device:
     """Context manager that makes `idx` the current NPU."""
 
     def __init__(self, idx):
-        self.idx = -1 if idx is None else _index(idx)
+        # None or a negative index: a no-op, as torch.cuda.device.
+        negative = isinstance(idx, int) and not isinstance(idx, bool) and idx < 0
+        self.idx = -1 if idx is None or negative else _index(idx)
         self.prev = -1
 
     def __enter__(self):
@@ -309,11 +315,14 @@ def default_stream(device=None):
 
 
 def set_stream(stream):
-    """Makes `stream` the current stream of its device (for this thread)."""
+    """Makes `stream` the current stream of its device, and its device the
+    current NPU (for this thread), as torch.cuda.set_stream."""
     if stream is None:
         return
     if not isinstance(stream, Stream):
         raise TypeError("expected a torch_npurt.npu.Stream, got %r" % (stream,))
+    if stream.device_index != current_device():
+        set_device(stream.device_index)
     _C._set_stream(stream.device_index, stream.stream_id)
 
 
@@ -417,7 +426,9 @@ class Event:
 # ------------------------------------------------------------------- memory
 
 def memory_stats(device=None):
-    """The pool's statistics (libnpurt's npurtMemGetStats) with torch.cuda's keys."""
+    """The pool's statistics (libnpurt's npurtMemGetStats) with torch.cuda's
+    keys ("all" pools only). active_bytes and requested_bytes are the
+    allocated bytes: libnpurt does not keep them apart."""
     return dict(_C._memory_stats(_index(device)))
 
 
@@ -511,8 +522,15 @@ def caching_allocator_delete(mem_ptr):
 
 
 def empty_cache(device=None):
-    """Gives the pool's cached, unused memory back to the device."""
-    _C._empty_cache(_index(device))
+    """Gives the pool's cached, unused memory back to the device: of every
+    NPU this process holds memory of when `device` is None (as
+    torch.cuda.empty_cache), else of `device`."""
+    if device is not None:
+        _C._empty_cache(_index(device))
+        return
+    for i in range(device_count()):
+        if _C._mem_usage(i)["process_reserved"]:
+            _C._empty_cache(i)
 
 
 def mem_get_info(device=None):
@@ -731,8 +749,11 @@ class NPUGraph:
                           "another stream than the capturing one?")
 
     def replay(self):
-        """Runs the captured work on the current stream."""
-        dev = current_device()
+        """Runs the captured work on the current stream of the NPU it was
+        captured on (whichever NPU is current, as CUDAGraph.replay)."""
+        dev = self._g.device()
+        if dev < 0:
+            dev = current_device()  # nothing captured: replay says so
         self._g.replay(dev, _C._current_stream(dev))
 
     def reset(self):
@@ -970,7 +991,9 @@ def get_amp_supported_dtype():
     return [torch.float16, torch.bfloat16]
 
 
-def is_bf16_supported():
+def is_bf16_supported(including_emulation=True):
+    """True: the NPU computes bfloat16 natively (`including_emulation`, of
+    torch 2.x's signature, changes nothing)."""
     return True
 
 
@@ -986,20 +1009,33 @@ class _Amp:
     """torch.npu.amp, as torch_npu's: autocast() and GradScaler() for the NPU
     (torch.autocast("npu") and torch.amp.GradScaler("npu") on torch 2.x)."""
 
-    @staticmethod
-    def autocast(enabled=True, dtype=torch.float16, cache_enabled=True):
-        _need_autocast()
-        return torch.autocast(_DEVICE_TYPE, dtype=dtype, enabled=enabled,
-                              cache_enabled=cache_enabled)
+    # Classes, as torch.cuda.amp's: isinstance() and subclasses work.
+    class autocast(torch.autocast):
+        """torch.autocast("npu") with torch.cuda.amp.autocast's arguments."""
 
-    @staticmethod
-    def GradScaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
-                   growth_interval=2000, enabled=True):
-        _need_autocast()
-        return torch.amp.GradScaler(_DEVICE_TYPE, init_scale=init_scale,
-                                    growth_factor=growth_factor,
-                                    backoff_factor=backoff_factor,
-                                    growth_interval=growth_interval, enabled=enabled)
+        def __init__(self, enabled=True, dtype=torch.float16, cache_enabled=True):
+            _need_autocast()
+            super().__init__(_DEVICE_TYPE, dtype=dtype, enabled=enabled,
+                             cache_enabled=cache_enabled)
+
+    if hasattr(torch.amp, "GradScaler"):
+        class GradScaler(torch.amp.GradScaler):
+            """torch.amp.GradScaler("npu") with torch.cuda.amp.GradScaler's
+            arguments."""
+
+            def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0,
+                         backoff_factor=0.5, growth_interval=2000, enabled=True):
+                _need_autocast()
+                super().__init__(_DEVICE_TYPE, init_scale=init_scale,
+                                 growth_factor=growth_factor,
+                                 backoff_factor=backoff_factor,
+                                 growth_interval=growth_interval, enabled=enabled)
+    else:
+        @staticmethod
+        def GradScaler(*args, **kwargs):
+            """Raises: this torch has no device-generic GradScaler."""
+            _need_autocast()
+            raise RuntimeError("torch %s has no torch.amp.GradScaler" % torch.__version__)
 
 
 amp = _Amp()
@@ -1054,6 +1090,13 @@ def get_rng_state_all():
 def set_rng_state_all(new_states):
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
+
+
+def _lazy_init():
+    """torch 2.x calls it before the first use of the device type (its
+    device_lazy_init): starts libnpurt, so that device-generic calls such
+    as torch.accelerator.synchronize() know the NPUs are in use."""
+    init()
 
 
 def init():

@@ -353,8 +353,7 @@ npurtError_t npurtStreamDestroy(npurtStream_t stream)
 			return setError(npurtErrorInvalidHandle,
 			                "npurtStreamDestroy: a default stream cannot be destroyed "
 			                "(the context's, or a thread's npurtStreamPerThread)");
-		npurt::destroyStreamForContext(s);
-		return npurtSuccess;
+		return npurt::destroyStreamHandle(s, "npurtStreamDestroy");
 	} catch (...) {
 		return npurt::errorFromException("npurtStreamDestroy");
 	}

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <string>
+#include <system_error>
+#include <thread>
 
 #include "error.h"
 #include "ipc.h"
@@ -129,6 +131,12 @@ Context::Context(int ordinal, os::Device &node, std::unique_ptr<os::Device> owne
 
 Context::~Context()
 {
+	// Streams destroyed while their host functions ran end first: they
+	// are still on the list.
+	{
+		std::unique_lock<std::mutex> lock(reapMutex_);
+		reaped_.wait(lock, [this] { return reaping_ == 0; });
+	}
 	// Streams first: they hold staging buffers and timestamp slots.
 	for (Stream *st : streams())
 		destroyStreamForContext(st);
@@ -744,6 +752,30 @@ void Context::removeStream(Stream *s)
 	// other streams (forEachStream).
 	std::unique_lock<std::mutex> lock(streamMutex_);
 	unpinned_.wait(lock, [this, s] { return !streamPins_.count(s); });
+}
+
+void Context::reap(std::function<void()> f)
+{
+	{
+		std::lock_guard<std::mutex> lock(reapMutex_);
+		reaping_++;
+	}
+	auto done = [this] {
+		// Notified under the lock: ~Context may go as soon as it is free.
+		std::lock_guard<std::mutex> lock(reapMutex_);
+		reaping_--;
+		reaped_.notify_all();
+	};
+	try {
+		std::thread([f, done] {
+			f();
+			done();
+		}).detach();
+	} catch (const std::system_error &) {
+		// No thread to be had: the caller waits, as it did before.
+		f();
+		done();
+	}
 }
 
 void Context::forEachStreamPinned(const std::function<void(Stream *)> &f)

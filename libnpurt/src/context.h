@@ -191,6 +191,9 @@ public:
 	// uses it.
 	void removeStream(Stream *s);
 	std::vector<Stream *> streams();
+	// Runs f (the end of a stream destroyed while its host functions were
+	// queued) in a thread of its own; the context's end waits for it.
+	void reap(std::function<void()> f);
 	// Calls f(s) for every stream, each pinned (its destruction waits) for
 	// its own call only, with no lock held: f may wait for the stream's
 	// work, whose host functions may destroy other streams meanwhile.
@@ -358,6 +361,9 @@ private:
 	std::vector<Stream *> streams_;
 	std::map<Stream *, int> streamPins_;  // forEachStreamPinned's, by stream
 	std::condition_variable unpinned_;
+	std::mutex reapMutex_;  // guards reaping_
+	std::condition_variable reaped_;
+	int reaping_ = 0;  // reap() threads running
 	std::mutex defaultMutex_;  // guards default_ (taken before streamMutex_)
 	Stream *default_ = nullptr;
 	std::vector<uint64_t> slots_;  // free timestamp slots

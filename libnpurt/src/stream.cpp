@@ -2061,21 +2061,58 @@ Stream *createStreamForContext(Context &ctx, unsigned flags, int priority, bool 
 	return s;
 }
 
-void destroyStreamForContext(Stream *s)
+namespace {
+
+// Takes the stream's handle away: false if another call did first.
+bool unregisterStream(Stream *s)
 {
-	if (s->capturing())
-		s->abandonCapture();
-	{
-		std::lock_guard<std::mutex> lock(gHandleMutex);
-		gStreams.erase(s);
-		gStreamGeneration.fetch_add(1, std::memory_order_acq_rel);
-	}
+	std::lock_guard<std::mutex> lock(gHandleMutex);
+	if (!gStreams.erase(s))
+		return false;
+	gStreamGeneration.fetch_add(1, std::memory_order_acq_rel);
+	return true;
+}
+
+// The rest of a destruction once the handle is gone: off the context's
+// list, then deleted (after its work is submitted and its host functions
+// have run: ~Stream).
+void endStream(Stream *s)
+{
 	s->ctx().removeStream(s);
 	{
 		// A fault monitor pass that listed the stream ends first.
 		std::unique_lock<std::shared_mutex> barrier(gStreamUse);
 	}
 	delete s;
+}
+
+}  // namespace
+
+npurtError_t destroyStreamHandle(Stream *s, const char *api)
+{
+	if (s->capturing())
+		s->abandonCapture();
+	if (!unregisterStream(s))
+		return setError(npurtErrorInvalidHandle,
+		                std::string(api) + ": the stream is being destroyed already");
+	if (!s->hasDeferredWork()) {
+		endStream(s);
+		return npurtSuccess;
+	}
+	// Host functions queued: they may wait for anything (even for this
+	// call to return), so the destruction goes on in a thread of its own;
+	// the context waits for it before it ends (Context::reap).
+	Context &ctx = s->ctx();
+	ctx.reap([s] { endStream(s); });
+	return npurtSuccess;
+}
+
+void destroyStreamForContext(Stream *s)
+{
+	if (s->capturing())
+		s->abandonCapture();
+	unregisterStream(s);
+	endStream(s);
 }
 
 namespace {

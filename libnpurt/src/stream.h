@@ -281,6 +281,13 @@ public:
 	// Whether the calling thread is this stream's worker, running deferred
 	// work (whose submissions go straight to the device).
 	static bool onWorker();
+	// Whether host functions (or work deferred behind one) are queued or
+	// running.
+	bool hasDeferredWork()
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		return !deferred_.empty() || workerBusy_;
+	}
 
 	// Stream capture (capture.cpp). While a stream captures, its enqueue
 	// calls add nodes to the capture's graph instead of running.
@@ -633,9 +640,14 @@ private:
 	uint64_t exportInode_ = 0;
 };
 
-// Creates a stream of ctx and registers it; destroys one.
+// Creates a stream of ctx and registers it; destroys one (waiting for its
+// host functions).
 Stream *createStreamForContext(Context &ctx, unsigned flags, int priority, bool isDefault);
 void destroyStreamForContext(Stream *s);
+// npurtStreamDestroy: the handle goes now, the stream once its host
+// functions have run (in a thread of the context's, without waiting);
+// npurtErrorInvalidHandle if another call destroys it already.
+npurtError_t destroyStreamHandle(Stream *s, const char *api);
 // Validates a stream handle: null is the current context's default stream.
 npurtError_t resolveStream(npurtStream_t handle, Stream **out, const char *api);
 npurtError_t resolveEvent(npurtEvent_t handle, Event **out, const char *api);

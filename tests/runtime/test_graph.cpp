@@ -100,6 +100,19 @@ protected:
 				return false;
 		return true;
 	}
+	// Begins a capture on s with a memset in it: the graph being captured
+	// and the memset's node.
+	void captureMemset(npurtStream_t s, npurtGraph_t *g, npurtGraphNode_t *node)
+	{
+		ASSERT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
+		ASSERT_EQ(npurtMemsetAsync(buf_[2], 0, kN * 4, s), npurtSuccess);
+		const npurtGraphNode_t *deps = nullptr;
+		size_t n = 0;
+		ASSERT_EQ(npurtStreamGetCaptureInfo(s, nullptr, nullptr, g, &deps, &n),
+		          npurtSuccess);
+		ASSERT_EQ(n, 1u);
+		*node = deps[0];
+	}
 	size_t nodeCount(npurtGraph_t g)
 	{
 		size_t n = 0;
@@ -349,14 +362,13 @@ TEST_F(Graphs, UpdateCaptureDependenciesRefusesBadArgumentsAndKeepsTheCapture)
 	EXPECT_TRUE(contains(lastMessage(), "not capturing")) << lastMessage();
 	npurtGetLastError();
 
-	ASSERT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
-	ASSERT_EQ(npurtMemsetAsync(buf_[2], 0, kN * 4, s), npurtSuccess);
 	npurtGraph_t g = nullptr;
+	npurtGraphNode_t zeroed = nullptr;
+	captureMemset(s, &g, &zeroed);
+	if (HasFatalFailure())
+		return;
 	const npurtGraphNode_t *deps = nullptr;
 	size_t n = 0;
-	ASSERT_EQ(npurtStreamGetCaptureInfo(s, nullptr, nullptr, &g, &deps, &n), npurtSuccess);
-	ASSERT_EQ(n, 1u);
-	npurtGraphNode_t zeroed = deps[0];
 	EXPECT_EQ(npurtStreamUpdateCaptureDependencies(s, &zeroed, 1, 2), npurtErrorInvalidValue)
 	        << "unknown flags";
 	EXPECT_EQ(npurtStreamUpdateCaptureDependencies(s, nullptr, 1,
@@ -406,14 +418,11 @@ TEST_F(Graphs, UpdateCaptureDependenciesRefusesBadArgumentsAndKeepsTheCapture)
 TEST_F(Graphs, TheCapturedGraphsHandleDiesWithAFailedCapture)
 {
 	npurtStream_t s = s_[0];
-	ASSERT_EQ(npurtStreamBeginCapture(s, npurtStreamCaptureModeGlobal), npurtSuccess);
-	ASSERT_EQ(npurtMemsetAsync(buf_[2], 0, kN * 4, s), npurtSuccess);
 	npurtGraph_t g = nullptr;
-	const npurtGraphNode_t *deps = nullptr;
-	size_t n = 0;
-	ASSERT_EQ(npurtStreamGetCaptureInfo(s, nullptr, nullptr, &g, &deps, &n), npurtSuccess);
-	ASSERT_EQ(n, 1u);
-	npurtGraphNode_t node = deps[0];
+	npurtGraphNode_t node = nullptr;
+	captureMemset(s, &g, &node);
+	if (HasFatalFailure())
+		return;
 	// A synchronous call invalidates the capture.
 	EXPECT_EQ(npurtStreamSynchronize(s), npurtErrorStreamCaptureUnsupported);
 	EXPECT_EQ(npurtStreamUpdateCaptureDependencies(s, &node, 1,

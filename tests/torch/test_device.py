@@ -308,3 +308,20 @@ def test_torch_generic_events_and_streams(dev):
         torch.accelerator.synchronize()
         assert npu.current_stream().query()
         assert torch.equal(z.cpu(), x.cpu() * 2)
+
+
+def test_fallback_ops_check_devices_as_device_kernels_do(dev):
+    """Ops that run through the CPU fallback refuse tensors of two devices,
+    as CUDA's kernels do, instead of putting the result on the first one."""
+    a = torch.ones(3, device=dev)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        a.eq(torch.ones(3))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.where(torch.ones(3, dtype=torch.bool), a, a)
+    # A CPU 0-dim tensor is a scalar; CPU index tensors are fine, as on CUDA.
+    assert a.eq(torch.tensor(1.0)).all().item()
+    assert torch.equal(a[torch.tensor([0, 2])].cpu(), torch.ones(2))
+    if npu.device_count() >= 2:
+        b = torch.ones(3, device=npu.torch_device(1))
+        with pytest.raises(RuntimeError, match="found at least two devices"):
+            torch.cat([a, b])

@@ -66,6 +66,46 @@ void reserveFactoryResult(const c10::FunctionSchema &schema, const torch::jit::S
 	emptyNpu({bytes}, at::kByte, checkedDevice(device.has_index() ? device.index() : -1));
 }
 
+// The fallback runs any op on the CPU and puts the results on the first
+// tensor's device, so it checks what the device kernels would (as CUDA's
+// do): the tensors are on one NPU; a CPU tensor with them is a 0-dim one
+// (a scalar). Index lists (Tensor?[]) may be on the CPU, as on CUDA.
+void checkFallbackDevices(const c10::FunctionSchema &schema, const torch::jit::Stack &stack,
+                          size_t base)
+{
+	const auto &args = schema.arguments();
+	c10::optional<at::Device> npu;
+	const at::Tensor *cpu = nullptr;
+	auto look = [&](const at::Tensor &t) {
+		if (!t.defined())
+			return;
+		if (isNpu(t)) {
+			if (!npu)
+				npu = t.device();
+			TORCH_CHECK(t.device() == *npu,
+			            "Expected all tensors to be on the same device, but found at "
+			            "least two devices, ",
+			            *npu, " and ", t.device(), "! (", schema.name(), ")");
+		} else if (t.is_cpu() && t.dim() != 0 && !cpu) {
+			cpu = &t;
+		}
+	};
+	for (size_t i = 0; i < args.size(); i++) {
+		const c10::IValue &v = stack[base + i];
+		if (v.isTensor()) {
+			look(v.toTensor());
+		} else if (v.isTensorList() && !isOptionalTensorList(args[i])) {
+			const c10::List<at::Tensor> list = v.toTensorList();
+			for (size_t k = 0; k < list.size(); k++)
+				look(list.get(k));
+		}
+	}
+	TORCH_CHECK(!npu || !cpu,
+	            "Expected all tensors to be on the same device, but found at least two "
+	            "devices, ",
+	            *npu, " and cpu! (", schema.name(), ")");
+}
+
 void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 {
 	const auto &schema = op.schema();
@@ -77,6 +117,7 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 	OpScope scope(label.c_str());
 	const auto &args = schema.arguments();
 	size_t base = stack->size() - args.size();
+	checkFallbackDevices(schema, *stack, base);
 	bool npuTensorIn = false;
 	c10::optional<at::Device> factoryDevice;
 	for (size_t i = 0; i < args.size(); i++) {

@@ -794,9 +794,11 @@ NPURT_API npurtError_t npurtMemRetainAllocationHandle(npurtMemGenericAllocationH
  * for npurtMemcpy, npurtMemcpy2D and npurtMemset.
  *
  * Destroying a stream with device work in flight returns at once; the work
- * still completes and its memory is released when it has. Host functions
- * still queued on the stream run first: destroy waits for them, and so does
- * npurtEventDestroy for an event whose record is queued behind one.
+ * still completes and its memory is released when it has. So it does with
+ * host functions queued or running (they may wait for the caller): they
+ * still run, in order, and the stream goes after them; npurtDeviceSynchronize
+ * and the context's end wait for them. npurtEventDestroy of an event whose
+ * record is queued behind a host function waits for that record.
  */
 typedef struct npurtStream_st *npurtStream_t;
 typedef struct npurtEvent_st *npurtEvent_t;

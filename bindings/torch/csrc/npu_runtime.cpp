@@ -345,8 +345,8 @@ c10::Stream poolStream(int device, int priority)
 	// Beyond the highest is the highest, as torch.cuda's; past the lowest
 	// is an error there too.
 	priority = std::max(priority, greatest);
-	TORCH_CHECK(priority <= least, "stream priority ", priority, " is out of range [",
-	            greatest, ", ", least, "] (lower numbers are higher priority)");
+	TORCH_CHECK(priority <= least, "stream priority ", priority, " is out of range [", greatest,
+	            ", ", least, "] (lower numbers are higher priority)");
 	auto &t = streamTables()[device];
 	size_t cls = static_cast<size_t>(priority - greatest);
 	TORCH_INTERNAL_ASSERT(cls < kPriorities);

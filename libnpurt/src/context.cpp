@@ -754,7 +754,7 @@ void Context::removeStream(Stream *s)
 	unpinned_.wait(lock, [this, s] { return !streamPins_.count(s); });
 }
 
-void Context::reap(std::function<void()> f)
+void Context::reap(const std::function<void()> &f)
 {
 	{
 		std::lock_guard<std::mutex> lock(reapMutex_);

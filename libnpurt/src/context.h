@@ -193,7 +193,7 @@ public:
 	std::vector<Stream *> streams();
 	// Runs f (the end of a stream destroyed while its host functions were
 	// queued) in a thread of its own; the context's end waits for it.
-	void reap(std::function<void()> f);
+	void reap(const std::function<void()> &f);
 	// Calls f(s) for every stream, each pinned (its destruction waits) for
 	// its own call only, with no lock held: f may wait for the stream's
 	// work, whose host functions may destroy other streams meanwhile.

@@ -34,7 +34,7 @@ struct npu_compute_scratch;
  *             for under it.
  * @inflight: jobs handed to @wq and not yet ended.
  * @direct_context: dma-fence context of the jobs run at submission.
- * @direct_seqno: last seqno in @direct_context (under @exec_lock).
+ * @direct_seqno: last seqno in @direct_context (under @fence_lock).
  * @direct_jobs: jobs run at submission.
  * @fence_context: dma-fence context of the hardware fences.
  * @fence_seqno: last hardware fence seqno.

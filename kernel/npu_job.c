@@ -641,24 +641,29 @@ static void npu_job_run_direct(struct npu_job *job,
 {
 	struct npu_engine *engine = job->engine;
 	struct npu_queue *queue = job->queue;
+	unsigned long flags;
 	int ret;
 
 	lockdep_assert_held(&queue->submit_lock);
 	lockdep_assert_held(&engine->exec_lock);
+	job->point = ++queue->seqno;
+	ret = npu_job_exec_locked(job);
+	mutex_unlock(&engine->exec_lock);
+	/*
+	 * The fence gets its seqno and is signalled in one fence_lock
+	 * section: direct jobs of two queues of the engine signal
+	 * direct_context's seqnos in order (fence merges keep only the later
+	 * fence of a context). Not under exec_lock, which the signalling
+	 * worker takes (lockdep: exec_lock -> dma_fence_map -> exec_lock).
+	 */
+	spin_lock_irqsave(&engine->fence_lock, flags);
 	dma_fence_init(job->hw_fence, &npu_hw_fence_ops, &engine->fence_lock,
 		       engine->direct_context, ++engine->direct_seqno);
 	job->hw_fence_live = true;
-	job->point = ++queue->seqno;
-	ret = npu_job_exec_locked(job);
 	if (ret)
 		dma_fence_set_error(job->hw_fence, ret);
-	/*
-	 * Signalled before the engine is free: a direct job of another queue
-	 * would otherwise signal the next seqno of direct_context first, and
-	 * fence merges keep only the later fence of a context.
-	 */
-	dma_fence_signal(job->hw_fence);
-	mutex_unlock(&engine->exec_lock);
+	dma_fence_signal_locked(job->hw_fence);
+	spin_unlock_irqrestore(&engine->fence_lock, flags);
 	drm_syncobj_add_point(queue->syncobj, chain, job->hw_fence,
 			      job->point);
 	atomic64_inc(&engine->direct_jobs);

@@ -1796,6 +1796,12 @@ Point RecordTicket::wait()
 	return point;
 }
 
+Context *Event::pendingContext()
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return pending_ && stream_ ? &stream_->ctx() : nullptr;
+}
+
 void Event::setPending(Stream *s)
 {
 	std::lock_guard<std::mutex> lock(mutex_);

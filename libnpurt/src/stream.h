@@ -588,6 +588,9 @@ public:
 	uint64_t slotFor(Context &ctx);
 	// The ticket of a record still deferred, else null.
 	std::shared_ptr<RecordTicket> pendingRecord();
+	// The context of the stream a deferred record waits on (behind a host
+	// function), else null.
+	Context *pendingContext();
 	// The stream of the last record (its serial) and the tasks enqueued
 	// on it by then; 0s if none. For stream-ordered memory reuse.
 	void setOrder(uint64_t serial, uint64_t tasks);

@@ -798,7 +798,8 @@ NPURT_API npurtError_t npurtMemRetainAllocationHandle(npurtMemGenericAllocationH
  * host functions queued or running (they may wait for the caller): they
  * still run, in order, and the stream goes after them; npurtDeviceSynchronize
  * and the context's end wait for them. npurtEventDestroy of an event whose
- * record is queued behind a host function waits for that record.
+ * record is queued behind a host function returns at once too (the event
+ * goes after the record).
  */
 typedef struct npurtStream_st *npurtStream_t;
 typedef struct npurtEvent_st *npurtEvent_t;

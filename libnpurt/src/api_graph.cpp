@@ -1350,20 +1350,9 @@ npurtError_t npurtGraphExecDestroy(npurtGraphExec_t graphExec)
 		if (!npurt::unregisterExec(e))
 			return setError(npurtErrorInvalidValue,
 			                std::string(api) + ": being destroyed already");
-		// A record of its ordering event still deferred (behind a host
-		// function, which may wait for this call) refers to it: it goes
-		// once the record has run, and the call returns at once.
-		auto end = [e] {
-			Stream *s = nullptr;
-			uint64_t slot = 0;
-			Context *c = nullptr;
-			e->order.point(&s, &slot, &c, INT64_MAX);
-			delete e;
-		};
-		if (Context *c = e->order.pendingContext())
-			c->reap(end);
-		else
-			end();
+		// A record of its ordering event still deferred refers to it: it
+		// goes once the record has run; the call returns at once.
+		e->order.afterRecord([e] { delete e; });
 		return npurtSuccess;
 	});
 }

@@ -655,20 +655,9 @@ npurtError_t npurtEventDestroy(npurtEvent_t event)
 		if (!npurt::unregisterEvent(ev))
 			return setError(npurtErrorInvalidHandle,
 			                "npurtEventDestroy: destroyed twice");
-		// A record still deferred behind a host function refers to it:
-		// the event goes once the record has run. The host function may
-		// wait for this call, which therefore returns at once, as CUDA's.
-		auto end = [ev] {
-			Stream *s = nullptr;
-			uint64_t slot = 0;
-			Context *c = nullptr;
-			ev->point(&s, &slot, &c, INT64_MAX);
-			delete ev;
-		};
-		if (Context *c = ev->pendingContext())
-			c->reap(end);
-		else
-			end();
+		// A record still deferred refers to it: the event goes once the
+		// record has run; the call returns at once, as CUDA's.
+		ev->afterRecord([ev] { delete ev; });
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException("npurtEventDestroy");

@@ -1796,10 +1796,25 @@ Point RecordTicket::wait()
 	return point;
 }
 
-Context *Event::pendingContext()
+void Event::afterRecord(std::function<void()> f)
 {
-	std::lock_guard<std::mutex> lock(mutex_);
-	return pending_ && stream_ ? &stream_->ctx() : nullptr;
+	Context *pendingCtx = nullptr;
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		if (pending_ && stream_)
+			pendingCtx = &stream_->ctx();
+	}
+	auto run = [this, f = std::move(f)] {
+		Stream *s = nullptr;
+		uint64_t slot = 0;
+		Context *c = nullptr;
+		point(&s, &slot, &c, INT64_MAX);
+		f();
+	};
+	if (pendingCtx)
+		pendingCtx->reap(run);
+	else
+		run();
 }
 
 void Event::setPending(Stream *s)

@@ -588,9 +588,11 @@ public:
 	uint64_t slotFor(Context &ctx);
 	// The ticket of a record still deferred, else null.
 	std::shared_ptr<RecordTicket> pendingRecord();
-	// The context of the stream a deferred record waits on (behind a host
-	// function), else null.
-	Context *pendingContext();
+	// Runs f once the last record has happened (a destroy's end): at once,
+	// or, when the record is deferred behind a host function (which may
+	// wait for the caller), in a thread of that stream's context
+	// (Context::reap) while the caller goes on.
+	void afterRecord(std::function<void()> f);
 	// The stream of the last record (its serial) and the tasks enqueued
 	// on it by then; 0s if none. For stream-ordered memory reuse.
 	void setOrder(uint64_t serial, uint64_t tasks);

@@ -70,13 +70,14 @@ void reserveFactoryResult(const c10::FunctionSchema &schema, const torch::jit::S
 // tensor's device, so it checks what the device kernels would (as CUDA's
 // do): the tensors are on one NPU; a CPU tensor with them is a 0-dim one
 // (a scalar). Index lists (Tensor?[]) may be on the CPU, as on CUDA.
-void checkFallbackDevices(const c10::FunctionSchema &schema, const torch::jit::Stack &stack,
+// True when an NPU tensor is among the arguments.
+bool checkFallbackDevices(const c10::FunctionSchema &schema, const torch::jit::Stack &stack,
                           size_t base)
 {
 	const auto &args = schema.arguments();
 	c10::optional<at::Device> npu;
 	const at::Tensor *cpu = nullptr;
-	auto look = [&](const at::Tensor &t) {
+	auto look = [&](const at::Tensor &t, bool cpuAllowed) {
 		if (!t.defined())
 			return;
 		if (isNpu(t)) {
@@ -86,24 +87,30 @@ void checkFallbackDevices(const c10::FunctionSchema &schema, const torch::jit::S
 			            "Expected all tensors to be on the same device, but found at "
 			            "least two devices, ",
 			            *npu, " and ", t.device(), "! (", schema.name(), ")");
-		} else if (t.is_cpu() && t.dim() != 0 && !cpu) {
+		} else if (!cpuAllowed && t.is_cpu() && t.dim() != 0 && !cpu) {
 			cpu = &t;
 		}
 	};
 	for (size_t i = 0; i < args.size(); i++) {
 		const c10::IValue &v = stack[base + i];
 		if (v.isTensor()) {
-			look(v.toTensor());
-		} else if (v.isTensorList() && !isOptionalTensorList(args[i])) {
+			look(v.toTensor(), false);
+		} else if (isOptionalTensorList(args[i]) && v.isList()) {
+			for (const c10::IValue &e : v.toListRef())
+				if (e.isTensor())
+					look(e.toTensor(), true);
+		} else if (v.isTensorList()) {
+			// By index: c10::List yields element proxies, not references.
 			const c10::List<at::Tensor> list = v.toTensorList();
 			for (size_t k = 0; k < list.size(); k++)
-				look(list.get(k));
+				look(list.get(k), false);
 		}
 	}
 	TORCH_CHECK(!npu || !cpu,
 	            "Expected all tensors to be on the same device, but found at least two "
 	            "devices, ",
 	            *npu, " and cpu! (", schema.name(), ")");
+	return npu.has_value();
 }
 
 void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
@@ -117,19 +124,10 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 	OpScope scope(label.c_str());
 	const auto &args = schema.arguments();
 	size_t base = stack->size() - args.size();
-	checkFallbackDevices(schema, *stack, base);
-	bool npuTensorIn = false;
+	const bool npuTensorIn = checkFallbackDevices(schema, *stack, base);
 	c10::optional<at::Device> factoryDevice;
 	for (size_t i = 0; i < args.size(); i++) {
 		c10::IValue &v = (*stack)[base + i];
-		if (v.isTensor() && isNpu(v.toTensor()))
-			npuTensorIn = true;
-		if (v.isTensorList()) {
-			// By index: c10::List yields element proxies, not references.
-			const c10::List<at::Tensor> list = v.toTensorList();
-			for (size_t k = 0; k < list.size(); k++)
-				npuTensorIn |= isNpu(list.get(k));
-		}
 		// ATen's cpu_fallback (1.13) leaves Tensor?[] (index tensors) on
 		// the device, and the CPU kernel would read device memory.
 		if (isOptionalTensorList(args[i]) && v.isList()) {
@@ -138,7 +136,6 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 				c10::optional<at::Tensor> t;
 				if (e.isTensor())
 					t = isNpu(e.toTensor()) ? e.toTensor().cpu() : e.toTensor();
-				npuTensorIn |= e.isTensor() && isNpu(e.toTensor());
 				moved.push_back(t);
 			}
 			v = moved;

@@ -142,4 +142,13 @@ static inline int npu_sched_init(struct drm_gpu_scheduler *sched,
 	drm_sched_job_init(job, entity, owner)
 #endif
 
+/* pin_user_pages() (mmap_lock held) lost its vmas argument in 6.5. */
+#if defined(NPU_HAVE_PIN_USER_PAGES_VMAS)
+#define npu_pin_user_pages(start, n, gup, pages) \
+	pin_user_pages(start, n, gup, pages, NULL)
+#else
+#define npu_pin_user_pages(start, n, gup, pages) \
+	pin_user_pages(start, n, gup, pages)
+#endif
+
 #endif /* __NPU_COMPAT_H__ */

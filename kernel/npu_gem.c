@@ -11,6 +11,7 @@
  * objects themselves.
  */
 
+#include <linux/backing-dev.h>
 #include <linux/dma-buf.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
@@ -23,6 +24,7 @@
 #include <drm/drm_prime.h>
 #include <drm/drm_print.h>
 
+#include "npu_compat.h"
 #include "npu_drv.h"
 #include "npu_gem.h"
 
@@ -337,17 +339,88 @@ static int npu_memlock_charge(struct mm_struct *mm, unsigned long npages)
 	return 0;
 }
 
-static int npu_pin_pages(u64 start, unsigned long npages, unsigned int gup,
+/*
+ * A shared mapping of a file its filesystem writes back (ext4, xfs, 9p,
+ * ...): the device writing through a long-term pin would dirty the pages
+ * behind the filesystem's back, which writeback meets with WARNs and lost
+ * data. GUP refuses writable long-term pins of them from Linux 6.5; 6.1's
+ * does not, so the driver checks on every kernel (one errno on all).
+ * shmem and hugetlbfs do not write back. VM_SHARED rather than VM_WRITE:
+ * mprotect() could make the mapping writable under the pin.
+ */
+static bool npu_vma_written_back(struct vm_area_struct *vma)
+{
+	const struct vm_operations_struct *ops = vma->vm_ops;
+
+	if (!(vma->vm_flags & VM_SHARED) || !vma->vm_file)
+		return false;
+	if (ops && (ops->page_mkwrite || ops->pfn_mkwrite))
+		return true;
+	return mapping_can_writeback(vma->vm_file->f_mapping);
+}
+
+/*
+ * The mappings of [start, end): -EFAULT for a hole (GUP would fail too, and
+ * a mapping made there later would not pass this check), -EOPNOTSUPP when
+ * one is written back, else 0.
+ */
+static int npu_check_vmas(struct mm_struct *mm, u64 start, u64 end)
+{
+	struct vm_area_struct *vma;
+	u64 addr = start;
+
+	mmap_assert_locked(mm);
+	while (addr < end) {
+		vma = find_vma(mm, addr);
+		if (!vma || vma->vm_start > addr)
+			return -EFAULT;
+		if (npu_vma_written_back(vma))
+			return -EOPNOTSUPP;
+		addr = vma->vm_end;
+	}
+	return 0;
+}
+
+/*
+ * Pin up to @n pages at @addr; the number pinned or an errno. The mappings
+ * are checked and pinned under one hold of mmap_lock, so none can change
+ * between the two. Pin for writing whenever the mapping allows it, even for
+ * a read-only BO: a read-only pin of memory never written would pin the
+ * shared zero page (or a page later replaced on copy-on-write), and the
+ * device would not see what the CPU writes afterwards. Read-only mappings,
+ * and written-back ones, pin read-only (for a read-only BO only).
+ */
+static long npu_pin_chunk(struct mm_struct *mm, u64 addr, unsigned long n,
+			  bool readonly, struct page **pages)
+{
+	unsigned int gup = FOLL_LONGTERM | FOLL_WRITE;
+	long ret;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	ret = npu_check_vmas(mm, addr, addr + ((u64)n << PAGE_SHIFT));
+	if (ret == -EOPNOTSUPP && readonly)
+		gup = FOLL_LONGTERM;
+	else if (ret)
+		goto out;
+	ret = npu_pin_user_pages(addr, n, gup, pages);
+	if (ret == -EFAULT && readonly && (gup & FOLL_WRITE))
+		ret = npu_pin_user_pages(addr, n, FOLL_LONGTERM, pages);
+out:
+	mmap_read_unlock(mm);
+	return ret;
+}
+
+static int npu_pin_range(u64 start, unsigned long npages, bool readonly,
 			 struct page **pages)
 {
 	unsigned long done = 0;
-	int ret;
+	long ret;
 
 	while (done < npages) {
-		ret = pin_user_pages_fast(start + (done << PAGE_SHIFT),
-					  min_t(unsigned long, npages - done,
-						SZ_256K),
-					  gup, pages + done);
+		ret = npu_pin_chunk(current->mm, start + ((u64)done << PAGE_SHIFT),
+				    min_t(unsigned long, npages - done, SZ_256K),
+				    readonly, pages + done);
 		if (ret <= 0) {
 			if (done)
 				unpin_user_pages(pages, done);
@@ -360,22 +433,6 @@ static int npu_pin_pages(u64 start, unsigned long npages, unsigned int gup,
 		}
 	}
 	return 0;
-}
-
-/*
- * Pin for writing whenever the mapping allows it, even for a read-only BO:
- * a read-only pin of memory never written would pin the shared zero page
- * (or a page later replaced on copy-on-write), and the device would not
- * see what the CPU writes afterwards. Read-only mappings pin read-only.
- */
-static int npu_pin_range(u64 start, unsigned long npages, bool readonly,
-			 struct page **pages)
-{
-	int ret = npu_pin_pages(start, npages, FOLL_LONGTERM | FOLL_WRITE, pages);
-
-	if (ret == -EFAULT && readonly)
-		ret = npu_pin_pages(start, npages, FOLL_LONGTERM, pages);
-	return ret;
 }
 
 int npu_ioctl_bo_userptr(struct drm_device *drm, void *data,

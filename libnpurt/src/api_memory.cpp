@@ -706,6 +706,14 @@ npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags)
 			        "npurtHostRegister: pinning " + std::to_string(end - start) +
 			                " bytes exceeds the locked-memory limit (RLIMIT_MEMLOCK, "
 			                "ulimit -l) or host memory");
+		if (ret == -EOPNOTSUPP)
+			return setError(npurtErrorNotSupported,
+			                "npurtHostRegister: " + hexAddr(start) + "-" + hexAddr(end) +
+			                        " maps a file shared, on a file system that "
+			                        "writes it back: the NPU cannot write it behind "
+			                        "the file system's dirty tracking (use "
+			                        "npurtHostRegisterReadOnly, MAP_PRIVATE, or copy "
+			                        "it into npurtMallocHost memory)");
 		if (ret == -EFAULT)
 			return setError(
 			        npurtErrorInvalidValue,

@@ -17,6 +17,7 @@
  * The regression_* tests at the end reproduce kernel bugs this suite found.
  */
 
+#define _GNU_SOURCE		/* memfd_create() */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -907,6 +908,132 @@ TEST_F(mem, userptr_readonly)
 	ASSERT_EQ(0, munmap(m, size));
 	ASSERT_EQ(0, munmap(z, size));
 	free(buf);
+}
+
+/*
+ * @top (a mkdtemp() template) becomes a folder with an ext4 image (a file
+ * system that writes back) mounted on @top/mnt through a loop device;
+ * false, and nothing left, if this system cannot do it.
+ */
+static bool mount_ext4(char *top)
+{
+	char cmd[512];
+
+	if (!mkdtemp(top))
+		return false;
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && truncate -s 8M img && mkfs.ext4 -q -F img && mkdir mnt && mount -o loop img mnt",
+		 top);
+	if (system(cmd) == 0)
+		return true;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", top);
+	if (system(cmd))
+		fprintf(stderr, "cannot remove %s\n", top);
+	return false;
+}
+
+static void umount_ext4(const char *top)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "umount %s/mnt && rm -rf %s", top, top);
+	if (system(cmd))
+		fprintf(stderr, "cannot unmount and remove %s\n", top);
+}
+
+/*
+ * A shared mapping of a file its file system writes back is not pinned
+ * writable (the device's writes would bypass the file system's dirty
+ * tracking: Linux 6.5's GUP refuses such pins, 6.1's took them), in one
+ * errno on every kernel. Read-only it is pinned, and the device sees what
+ * the CPU writes to the file later. A private mapping of the file, and
+ * shmem (memfd), are pinned writable.
+ */
+TEST_F(mem, userptr_written_back_file)
+{
+	const size_t size = 4 * self->page;
+	char top[] = "/tmp/npu-ext4-XXXXXX", path[64];
+	__u32 h_ro, h_priv, h_shm;
+	char *m, *mp, *ms, *buf;
+	int fd, memfd;
+
+	if (no_device(self->fd))
+		return;
+	if (geteuid() != 0 || !mount_ext4(top))
+		SKIP(return, "cannot mount an ext4 image (needs root, loop, mkfs.ext4)");
+	snprintf(path, sizeof(path), "%s/mnt/f", top);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, size));
+	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	npu_fill_pattern(m, size, 3);
+	buf = malloc(size);
+	ASSERT_NE(NULL, buf);
+
+	userptr_fails(_metadata, self->fd, (__u64)(uintptr_t)m, size, 0,
+		      -EOPNOTSUPP);
+	/* Read-only now: mprotect could make it writable under the pin. */
+	ASSERT_EQ(0, mprotect(m, size, PROT_READ));
+	userptr_fails(_metadata, self->fd, (__u64)(uintptr_t)m, size, 0,
+		      -EOPNOTSUPP);
+	ASSERT_EQ(0, mprotect(m, size, PROT_READ | PROT_WRITE));
+	/* One page of it in an otherwise anonymous range is enough. */
+	ms = anon_map(2 * size, PROT_READ | PROT_WRITE);
+	ASSERT_NE(MAP_FAILED, ms);
+	ASSERT_EQ(ms + size, mmap(ms + size, self->page, PROT_READ | PROT_WRITE,
+				  MAP_SHARED | MAP_FIXED, fd, 0));
+	userptr_fails(_metadata, self->fd, (__u64)(uintptr_t)ms, 2 * size, 0,
+		      -EOPNOTSUPP);
+	ASSERT_EQ(0, munmap(ms, 2 * size));
+
+	ASSERT_EQ(0, npu_bo_userptr(self->fd, m, size,
+				    DRM_NPU_BO_USERPTR_READONLY, &h_ro));
+	ASSERT_EQ(0, npu_vm_map(self->fd, h_ro, self->va, size, 0,
+				DRM_NPU_VM_READONLY));
+	ASSERT_EQ(0, npu_vm_read(self->fd, self->va, buf, size));
+	ASSERT_TRUE(npu_has_pattern(buf, size, 3, 0));
+	npu_fill_pattern(m, size, 4);
+	ASSERT_EQ(0, npu_vm_read(self->fd, self->va, buf, size));
+	ASSERT_TRUE(npu_has_pattern(buf, size, 4, 0));
+
+	/* Private: the device writes the process's copy, not the file. */
+	mp = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	ASSERT_NE(MAP_FAILED, mp);
+	ASSERT_EQ(0, npu_bo_userptr(self->fd, mp, size, 0, &h_priv));
+	ASSERT_EQ(0, npu_vm_map(self->fd, h_priv, self->va + size, size, 0,
+				0));
+	npu_fill_pattern(buf, size, 5);
+	ASSERT_EQ(0, npu_vm_write(self->fd, self->va + size, buf, size));
+	ASSERT_TRUE(npu_has_pattern(mp, size, 5, 0));
+	ASSERT_TRUE(npu_has_pattern(m, size, 4, 0));
+
+	/* shmem does not write back. */
+	memfd = memfd_create("npu_mem_test", MFD_CLOEXEC);
+	ASSERT_LE(0, memfd);
+	ASSERT_EQ(0, ftruncate(memfd, size));
+	ms = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	ASSERT_NE(MAP_FAILED, ms);
+	ASSERT_EQ(0, npu_bo_userptr(self->fd, ms, size, 0, &h_shm));
+	ASSERT_EQ(0, npu_vm_map(self->fd, h_shm, self->va + 2 * size, size, 0,
+				0));
+	ASSERT_EQ(0, npu_vm_write(self->fd, self->va + 2 * size, buf, size));
+	ASSERT_TRUE(npu_has_pattern(ms, size, 5, 0));
+
+	ASSERT_EQ(0, npu_vm_unmap(self->fd, self->va, size));
+	ASSERT_EQ(0, npu_vm_unmap(self->fd, self->va + size, size));
+	ASSERT_EQ(0, npu_vm_unmap(self->fd, self->va + 2 * size, size));
+	ASSERT_EQ(0, npu_gem_close(self->fd, h_ro));
+	ASSERT_EQ(0, npu_gem_close(self->fd, h_priv));
+	ASSERT_EQ(0, npu_gem_close(self->fd, h_shm));
+	CHECK_CTX(self->fd, .bo_count = 0);
+	ASSERT_EQ(0, munmap(m, size));
+	ASSERT_EQ(0, munmap(mp, size));
+	ASSERT_EQ(0, munmap(ms, size));
+	close(memfd);
+	close(fd);
+	free(buf);
+	umount_ext4(top);
 }
 
 /*

@@ -420,6 +420,102 @@ TEST_F(Memory, RegisterRejectsBadRanges)
 	munmap(ro, 1 << 16);
 }
 
+// A folder on ext4 (a file system that writes back), on a loop device in
+// the guest's tmpfs; gone with the object. ok() is false when this system
+// cannot make one (not root, no loop driver or mkfs.ext4).
+class Ext4Folder {
+public:
+	Ext4Folder()
+	{
+		if (geteuid() != 0 || !mkdtemp(top_))
+			return;
+		made_ = true;
+		std::string t = top_;
+		ok_ = std::system(("cd " + t +
+		                   " && truncate -s 16M img && mkfs.ext4 -q -F img && "
+		                   "mkdir mnt && mount -o loop img mnt")
+		                          .c_str()) == 0;
+		if (!ok_)
+			remove();
+	}
+	~Ext4Folder()
+	{
+		if (ok_ && std::system(("umount " + std::string(top_) + "/mnt").c_str()) != 0)
+			ADD_FAILURE() << "cannot unmount " << top_ << "/mnt";
+		remove();
+	}
+	Ext4Folder(const Ext4Folder &) = delete;
+	Ext4Folder &operator=(const Ext4Folder &) = delete;
+	bool ok() const { return ok_; }
+	std::string path(const std::string &name) const
+	{
+		return std::string(top_) + "/mnt/" + name;
+	}
+
+private:
+	void remove()
+	{
+		if (made_ && std::system(("rm -rf " + std::string(top_)).c_str()) != 0)
+			ADD_FAILURE() << "cannot remove " << top_;
+	}
+	char top_[22] = "/tmp/npurt-ext4XXXXXX";
+	bool made_ = false, ok_ = false;
+};
+
+// A shared mapping of a file on ext4 cannot be registered for the device
+// to write (the driver refuses the pin on every kernel: writeback would
+// not see the device's writes); read-only it can. Plain copies from and to
+// it work whatever their size (the large ones stage when the pin is
+// refused), and what they write reaches the file.
+TEST_F(Memory, SharedMappingOfAFileThatIsWrittenBack)
+{
+	Ext4Folder folder;
+	if (!folder.ok())
+		GTEST_SKIP() << "cannot mount an ext4 image (needs root, loop, mkfs.ext4)";
+	const size_t n = 4 << 20;  // past the size at which pageable copies pin
+	int fd = open(folder.path("f").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(ftruncate(fd, n), 0);
+	auto *m = static_cast<unsigned char *>(
+	        mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+	ASSERT_NE(m, MAP_FAILED);
+	auto in = pattern(n, 21);
+	std::memcpy(m, in.data(), n);
+
+	EXPECT_EQ(npurtHostRegister(m, n, npurtHostRegisterDefault), npurtErrorNotSupported);
+	EXPECT_TRUE(contains(lastMessage(), "maps a file shared")) << lastMessage();
+	EXPECT_EQ(npurtHostRegister(m + 4096, 8192, npurtHostRegisterDefault),
+	          npurtErrorNotSupported);
+	npurtPointerAttributes a{};
+	ASSERT_EQ(npurtPointerGetAttributes(&a, m), npurtSuccess);
+	EXPECT_EQ(a.type, npurtMemoryTypeUnregistered) << "a refused registration leaves nothing";
+
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, n), npurtSuccess);
+	ASSERT_EQ(npurtHostRegister(m, n, npurtHostRegisterReadOnly), npurtSuccess)
+	        << lastMessage();
+	ASSERT_EQ(npurtMemcpy(d, m, n, npurtMemcpyHostToDevice), npurtSuccess) << lastMessage();
+	std::vector<unsigned char> back(n);
+	ASSERT_EQ(npurtMemcpy(back.data(), d, n, npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(back, in);
+	EXPECT_EQ(npurtHostUnregister(m), npurtSuccess);
+
+	auto out = pattern(n, 22);
+	ASSERT_EQ(npurtMemcpy(d, out.data(), n, npurtMemcpyHostToDevice), npurtSuccess);
+	ASSERT_EQ(npurtMemcpy(m, d, n, npurtMemcpyDeviceToHost), npurtSuccess) << lastMessage();
+	EXPECT_EQ(std::memcmp(m, out.data(), n), 0);
+	ASSERT_EQ(npurtMemcpy(d, m + 1, n - 1, npurtMemcpyHostToDevice), npurtSuccess)
+	        << lastMessage();
+	ASSERT_EQ(npurtMemcpy(back.data(), d, n - 1, npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(std::memcmp(back.data(), out.data() + 1, n - 1), 0);
+	npurtFree(d);
+
+	ASSERT_EQ(munmap(m, n), 0);
+	ASSERT_EQ(pread(fd, back.data(), n, 0), static_cast<ssize_t>(n));
+	EXPECT_EQ(back, out) << "the device's copy reached the file";
+	close(fd);
+}
+
 TEST_F(Memory, CopiesAreChecked)
 {
 	void *d = nullptr;

@@ -270,10 +270,15 @@ struct drm_npu_bo_create {
  * RLIMIT_MEMLOCK (unless the caller has CAP_IPC_LOCK): -ENOMEM past it, or
  * past the machine's RAM. Misaligned, overflowing or over 1 TiB ranges are
  * -EINVAL, a range not entirely mapped (or, without the READONLY flag, not
- * writable) -EFAULT. Pages are pinned for writing whenever the mapping
- * allows it, so the device sees what the CPU writes later even for a
- * READONLY BO. Userptr BOs cannot be mmapped (the range is mapped already)
- * or exported (-EINVAL).
+ * writable) -EFAULT. Without the READONLY flag, a range with a shared
+ * mapping of a file its file system writes back (ext4, xfs, 9p, ...; not
+ * tmpfs, memfd or hugetlbfs) is -EOPNOTSUPP on every kernel: the device's
+ * writes would bypass the file system's dirty tracking (Linux 6.5 and later
+ * refuse such pins in GUP); with the flag it is pinned read-only. Pages are
+ * otherwise pinned for writing whenever the mapping allows it, so the
+ * device sees what the CPU writes later even for a READONLY BO. Userptr
+ * BOs cannot be mmapped (the range is mapped already) or exported
+ * (-EINVAL).
  */
 struct drm_npu_bo_userptr {
 	__u64 user_ptr;

@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Probe: pin_user_pages() takes a vmas array (it went away in 6.5).
+ */
+#include <linux/module.h>
+#include <linux/mm.h>
+
+long probe(unsigned long start, struct page **pages)
+{
+	return pin_user_pages(start, 1, FOLL_LONGTERM, pages, NULL);
+}
+MODULE_LICENSE("GPL");

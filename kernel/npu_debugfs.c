@@ -70,11 +70,12 @@ static int npu_debugfs_engines(struct seq_file *m, void *data)
 
 	for (i = 0; i < ndev->num_engines; i++) {
 		struct npu_engine *e = &ndev->engines[i];
+		u64 now;
 
-		seq_printf(m, "engine %u %s queues %d jobs %lld busy_ns %lld resets %lld direct %lld aliased %lld\n",
+		seq_printf(m, "engine %u %s queues %d jobs %lld busy_ns %llu resets %lld direct %lld aliased %lld\n",
 			   e->id, e->name, atomic_read(&e->queues),
 			   atomic64_read(&e->jobs_done),
-			   atomic64_read(&e->busy_ns),
+			   npu_engine_busy(e, &now),
 			   atomic64_read(&e->resets),
 			   atomic64_read(&e->direct_jobs),
 			   atomic64_read(&e->copy.aliased));

@@ -41,6 +41,11 @@ struct seq_file;
  * @reap_wq: tears destroyed queues down (see npu_queue_destroy()).
  * @queues_in_error: queues stopped by a fault until QUEUE_RESET or their
  *                   end, for DRM_NPU_QUERY_DEVICE_STATS (health).
+ * @busy_lock: guards the busy time of the engines and of the contexts
+ *             (npu_engine.busy_ns, .run_start_ns, .run_vm; npu_vm.busy_ns)
+ *             together, so that a reader counts a running job's time so
+ *             far exactly once, even as it ends. A leaf lock, in the
+ *             fence-signalling path: nothing else is taken under it.
  */
 struct npu_device {
 	struct drm_device drm;
@@ -58,6 +63,7 @@ struct npu_device {
 	wait_queue_head_t jobs_wq;
 	struct workqueue_struct *reap_wq;
 	atomic_t queues_in_error;
+	spinlock_t busy_lock; /* see @busy_lock above */
 };
 
 /**

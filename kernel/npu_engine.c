@@ -90,6 +90,7 @@ int npu_engines_init(struct npu_device *ndev)
 	int ret;
 
 	init_waitqueue_head(&ndev->jobs_wq);
+	spin_lock_init(&ndev->busy_lock);
 	ndev->reap_wq = alloc_workqueue("npu%u-reap", WQ_UNBOUND, 0, ndev->index);
 	if (!ndev->reap_wq)
 		return -ENOMEM;
@@ -143,4 +144,70 @@ struct npu_engine *npu_engine_pick(struct npu_device *ndev, u32 class)
 			best = e;
 	}
 	return best;
+}
+
+/*
+ * Busy time. A job's time counts from its start, so a reader sampling
+ * while a long job runs sees the engine busy (npu-smi, fdinfo readers such
+ * as gputop), not idle until the job ends and then busier than the
+ * interval. Returns when the job started.
+ */
+u64 npu_engine_run_begin(struct npu_engine *engine, struct npu_vm *vm)
+{
+	struct npu_device *ndev = engine->ndev;
+	u64 now;
+
+	spin_lock(&ndev->busy_lock);
+	now = ktime_get_ns();
+	engine->run_start_ns = now;
+	engine->run_vm = vm;
+	spin_unlock(&ndev->busy_lock);
+	return now;
+}
+
+void npu_engine_run_end(struct npu_engine *engine)
+{
+	struct npu_device *ndev = engine->ndev;
+	u64 busy;
+
+	spin_lock(&ndev->busy_lock);
+	busy = ktime_get_ns() - engine->run_start_ns;
+	engine->busy_ns += busy;
+	engine->run_vm->busy_ns[engine->class] += busy;
+	engine->run_vm = NULL;
+	spin_unlock(&ndev->busy_lock);
+}
+
+/* @engine's busy time until *@now (set here), the running job's included. */
+u64 npu_engine_busy(struct npu_engine *engine, u64 *now)
+{
+	struct npu_device *ndev = engine->ndev;
+	u64 busy;
+
+	spin_lock(&ndev->busy_lock);
+	*now = ktime_get_ns();
+	busy = engine->busy_ns;
+	if (engine->run_vm)
+		busy += *now - engine->run_start_ns;
+	spin_unlock(&ndev->busy_lock);
+	return busy;
+}
+
+/* @vm's busy time per engine class until now, its running jobs' included. */
+void npu_vm_busy(struct npu_device *ndev, struct npu_vm *vm, u64 busy[2])
+{
+	u64 now;
+	u32 i;
+
+	spin_lock(&ndev->busy_lock);
+	now = ktime_get_ns();
+	busy[0] = vm->busy_ns[0];
+	busy[1] = vm->busy_ns[1];
+	for (i = 0; i < ndev->num_engines; i++) {
+		struct npu_engine *e = &ndev->engines[i];
+
+		if (e->run_vm == vm)
+			busy[e->class] += now - e->run_start_ns;
+	}
+	spin_unlock(&ndev->busy_lock);
 }

@@ -42,7 +42,11 @@ struct npu_compute_scratch;
  * @scratch: compute engines' working memory.
  * @copy: the copy engine's counters (see npu_vm_copy()).
  * @queues: queues feeding this engine (for picking the least loaded).
- * @busy_ns: time spent running jobs.
+ * @busy_ns: time spent running jobs that have ended.
+ * @run_start_ns: when the running job started.
+ * @run_vm: the running job's address space (only compared), NULL when
+ *          idle. These three under npu_device.busy_lock: see
+ *          npu_engine_busy().
  * @jobs_done: jobs run to completion, with or without error.
  * @resets: resets after a fault or a timeout.
  * @faults: jobs that failed with a device fault or a bad op.
@@ -70,7 +74,9 @@ struct npu_engine {
 	struct npu_compute_scratch *scratch;
 	struct npu_copy_unit copy;
 	atomic_t queues;
-	atomic64_t busy_ns;
+	u64 busy_ns;
+	u64 run_start_ns;
+	struct npu_vm *run_vm;
 	atomic64_t jobs_done;
 	atomic64_t resets;
 	atomic64_t faults;
@@ -93,5 +99,9 @@ struct npu_inject {
 int npu_engines_init(struct npu_device *ndev);
 void npu_engines_fini(struct npu_device *ndev);
 struct npu_engine *npu_engine_pick(struct npu_device *ndev, u32 class);
+u64 npu_engine_run_begin(struct npu_engine *engine, struct npu_vm *vm);
+void npu_engine_run_end(struct npu_engine *engine);
+u64 npu_engine_busy(struct npu_engine *engine, u64 *now);
+void npu_vm_busy(struct npu_device *ndev, struct npu_vm *vm, u64 busy[2]);
 
 #endif /* __NPU_ENGINE_H__ */

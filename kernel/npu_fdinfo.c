@@ -26,6 +26,7 @@ void npu_show_fdinfo(struct seq_file *m, struct file *f)
 	struct npu_file *nfile = file ? file->driver_priv : NULL;
 	struct npu_device *ndev;
 	u32 classes[2] = { };
+	u64 busy[2];
 	unsigned long id;
 	void *queue;
 	u32 i, queues = 0;
@@ -39,15 +40,15 @@ void npu_show_fdinfo(struct seq_file *m, struct file *f)
 	xa_for_each(&nfile->queues, id, queue)
 		queues++;
 	xa_unlock(&nfile->queues);
+	npu_vm_busy(ndev, nfile->vm, busy);
 
 	seq_printf(m, "drm-driver:\t%s\n", NPU_DRIVER_NAME);
 	seq_printf(m, "drm-client-id:\t%llu\n", nfile->client_id);
-	seq_printf(m, "drm-engine-copy:\t%lld ns\n",
-		   atomic64_read(&nfile->vm->busy_ns[DRM_NPU_ENGINE_COPY]));
+	seq_printf(m, "drm-engine-copy:\t%llu ns\n", busy[DRM_NPU_ENGINE_COPY]);
 	seq_printf(m, "drm-engine-capacity-copy:\t%u\n",
 		   classes[DRM_NPU_ENGINE_COPY]);
-	seq_printf(m, "drm-engine-compute:\t%lld ns\n",
-		   atomic64_read(&nfile->vm->busy_ns[DRM_NPU_ENGINE_COMPUTE]));
+	seq_printf(m, "drm-engine-compute:\t%llu ns\n",
+		   busy[DRM_NPU_ENGINE_COMPUTE]);
 	seq_printf(m, "drm-engine-capacity-compute:\t%u\n",
 		   classes[DRM_NPU_ENGINE_COMPUTE]);
 	seq_printf(m, "drm-total-device:\t%lld KiB\n",

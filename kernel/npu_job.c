@@ -323,7 +323,7 @@ static int npu_job_exec_locked(struct npu_job *job)
 {
 	struct npu_engine *engine = job->engine;
 	struct npu_device *ndev = engine->ndev;
-	u64 start = ktime_get_ns();
+	u64 start = npu_engine_run_begin(engine, job->vm);
 	/*
 	 * Checked against the coarse clock between packets and chunks: a
 	 * tick late at most, and no clock read (slow under emulation) each.
@@ -334,7 +334,6 @@ static int npu_job_exec_locked(struct npu_job *job)
 	u64 fault_addr = 0;
 	u32 err_off = 0;
 	u32 latency;
-	u64 busy;
 	int ret;
 
 	lockdep_assert_held(&engine->exec_lock);
@@ -372,9 +371,7 @@ static int npu_job_exec_locked(struct npu_job *job)
 			engine->name, job->point, ret);
 	}
 	npu_job_retire(job, ret, fault_addr, err_off);
-	busy = ktime_get_ns() - start;
-	atomic64_add(busy, &engine->busy_ns);
-	atomic64_add(busy, &job->vm->busy_ns[engine->class]);
+	npu_engine_run_end(engine);
 	atomic64_inc(&engine->jobs_done);
 	return ret;
 }

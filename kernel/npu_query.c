@@ -103,18 +103,17 @@ static int npu_query_memory(struct npu_device *ndev, struct drm_npu_query *q)
 			      sizeof(info), 0);
 }
 
-static void npu_engine_stats(struct npu_engine *e, u64 now,
+static void npu_engine_stats(struct npu_engine *e,
 			     struct drm_npu_engine_stats *st)
 {
 	st->engine_id = e->id;
 	st->queues = atomic_read(&e->queues);
-	st->busy_ns = atomic64_read(&e->busy_ns);
+	st->busy_ns = npu_engine_busy(e, &st->sample_ns);
 	st->jobs_completed = atomic64_read(&e->jobs_done);
 	st->faults = atomic64_read(&e->faults);
 	st->timeouts = atomic64_read(&e->timeouts);
 	st->resets = atomic64_read(&e->resets);
 	st->last_reset_ns = atomic64_read(&e->last_reset_ns);
-	st->sample_ns = now;
 }
 
 static int npu_query_engine_stats(struct npu_device *ndev,
@@ -122,7 +121,6 @@ static int npu_query_engine_stats(struct npu_device *ndev,
 {
 	/* On the heap: NPU_MAX_ENGINES of them would take 2 KiB of stack. */
 	struct drm_npu_engine_stats *stats;
-	u64 now = ktime_get_ns();
 	u32 i;
 	int ret;
 
@@ -130,7 +128,7 @@ static int npu_query_engine_stats(struct npu_device *ndev,
 	if (!stats)
 		return -ENOMEM;
 	for (i = 0; i < ndev->num_engines; i++)
-		npu_engine_stats(&ndev->engines[i], now, &stats[i]);
+		npu_engine_stats(&ndev->engines[i], &stats[i]);
 
 	ret = npu_query_copy(&ndev->drm, q, stats,
 			     ndev->num_engines * sizeof(*stats),
@@ -152,7 +150,7 @@ static int npu_query_device_stats(struct npu_device *ndev,
 	for (i = 0; i < ndev->num_engines; i++) {
 		struct drm_npu_engine_stats st;
 
-		npu_engine_stats(&ndev->engines[i], info.sample_ns, &st);
+		npu_engine_stats(&ndev->engines[i], &st);
 		info.queues += st.queues;
 		info.jobs_completed += st.jobs_completed;
 		info.faults += st.faults;

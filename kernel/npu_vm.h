@@ -32,9 +32,9 @@ struct page;
  * @va_end: one past its last address.
  * @mapping_count: live mappings.
  * @mapped_bytes: their total size.
- * @busy_ns: engine time of the context's jobs per engine class, for its
- *           fdinfo (kept here, not in the file, because jobs hold the VM;
- *           lock-free atomics).
+ * @busy_ns: engine time of the context's ended jobs per engine class, for
+ *           its fdinfo (kept here, not in the file, because jobs hold the
+ *           VM; under npu_device.busy_lock, see npu_vm_busy()).
  * @jobs: the context's jobs submitted and not yet ended, for SUBMIT's
  *        limit (DRM_NPU_MAX_JOBS_IN_FLIGHT); here because jobs hold the VM.
  * @cmd_bytes: the bytes of their command buffers, which the kernel keeps
@@ -48,7 +48,7 @@ struct npu_vm {
 	u64 va_end;
 	u64 mapping_count;
 	u64 mapped_bytes;
-	atomic64_t busy_ns[2];
+	u64 busy_ns[2];
 	atomic_t jobs;
 	atomic64_t cmd_bytes;
 };

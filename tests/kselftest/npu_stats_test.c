@@ -249,6 +249,85 @@ TEST_F(stats, a_fault_is_counted_with_its_reset_and_the_queue_error)
 	EXPECT_EQ(d0.queues_in_error, d2.queues_in_error);
 }
 
+/* The engines of @class summed: busy time and jobs ended; 0 or an errno. */
+static int class_stats(int fd, __u32 class, __u64 *busy, __u64 *jobs)
+{
+	struct drm_npu_engine_info info[MAX_ENGINES];
+	struct drm_npu_engine_stats st[MAX_ENGINES];
+	__u32 size = sizeof(info), n, i;
+	int ret;
+
+	ret = stats_query(fd, DRM_NPU_QUERY_ENGINES, info, &size);
+	if (ret)
+		return ret;
+	n = size / sizeof(info[0]);
+	size = n * sizeof(st[0]);
+	ret = stats_query(fd, DRM_NPU_QUERY_ENGINE_STATS, st, &size);
+	if (ret)
+		return ret;
+	*busy = *jobs = 0;
+	for (i = 0; i < n; i++) {
+		if (info[i].engine_class == class) {
+			*busy += st[i].busy_ns;
+			*jobs += st[i].jobs_completed;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A job's time counts while it runs, in the engine's and in the context's
+ * (fdinfo) busy time: a tool sampling during a long job sees the engine
+ * busy, not idle until the job ends (it counted only then, so npu-smi
+ * showed 0% through a job longer than its interval, then 100%).
+ */
+TEST_F(stats, a_running_job_counts_as_busy)
+{
+	__u64 busy0, busy1, jobs0, jobs1, point = 0, buf[16];
+	long long latency_us, timeout_ms = 2000, f0, f1;
+	bool seen = false, ended = false;
+	struct npu_cmdbuf cb;
+	char dir[96];
+	FILE *f;
+	int w;
+
+	if (geteuid() != 0 || npu_debugfs_dir(self->fd, dir, sizeof(dir)))
+		SKIP(return, "needs root and the driver's debugfs (latency injection)");
+	f = fopen("/sys/module/npu/parameters/job_timeout_ms", "re");
+	if (f) {
+		if (fscanf(f, "%lld", &timeout_ms) != 1)
+			timeout_ms = 2000;
+		fclose(f);
+	}
+	/*
+	 * Every job sleeps this long as it starts, on the engine (well inside
+	 * the job timeout, which counts from the start).
+	 */
+	latency_us = timeout_ms * 1000 / 2;
+	ASSERT_EQ(0, nsub_dbg_write(dir, "inject_latency_us", latency_us));
+	npu_cmdbuf_init(&cb, buf, sizeof(buf));
+	npu_emit_fill(&cb, DEV_VA, DEV_SIZE, 0x5a, 1);
+	ASSERT_EQ(0, npu_submit_cmdbuf(self->fd, self->q.queue_id, &cb, NULL, 0, &point));
+	/* The engine was idle: the job starts about now. */
+	usleep(100000);
+	/* 50 ms windows while it runs: the engine and the context busy. */
+	for (w = 0; w < 5 && !seen && !ended; w++) {
+		ASSERT_EQ(0, class_stats(self->fd, DRM_NPU_ENGINE_COPY, &busy0, &jobs0));
+		f0 = fdinfo_value(self->fd, "drm-engine-copy");
+		usleep(50000);
+		ASSERT_EQ(0, class_stats(self->fd, DRM_NPU_ENGINE_COPY, &busy1, &jobs1));
+		f1 = fdinfo_value(self->fd, "drm-engine-copy");
+		ended = jobs1 != jobs0 || nsub_signalled(self->fd, self->q.syncobj_handle, point);
+		seen = !ended && busy1 - busy0 >= 40000000ull && f1 - f0 >= 40000000ll;
+	}
+	nsub_dbg_write(dir, "inject_latency_us", 0);
+	ASSERT_EQ(0, nsub_wait(self->fd, self->q.syncobj_handle, point, timeout_ms * 4));
+	if (!seen && ended && w == 1)
+		SKIP(return, "the job ended within the first window (a slow host)");
+	EXPECT_TRUE(seen) TH_LOG("while the job ran: engines %llu ns, context %lld ns busy in 50 ms",
+				 (unsigned long long)(busy1 - busy0), f1 - f0);
+}
+
 TEST_F(stats, fdinfo_names_the_client_its_memory_and_engine_time)
 {
 	struct npu_node other[NPU_MAX_NODES];

@@ -6,9 +6,17 @@
 #include <linux/module.h>
 #include <drm/gpu_scheduler.h>
 
-int probe_init(struct drm_gpu_scheduler *sched, const struct drm_sched_backend_ops *ops)
+static int probe_init(struct drm_gpu_scheduler *sched,
+		      const struct drm_sched_backend_ops *ops)
 {
 	return drm_sched_init(sched, ops, NULL, DRM_SCHED_PRIORITY_COUNT, 1, 0, 1, NULL, NULL,
 			      "probe", NULL);
 }
+
+/*
+ * Static with a reference: -Wmissing-prototypes is on by default from 6.8,
+ * and a probe that fails for a warning would answer wrongly.
+ */
+int (*const probe_ref)(struct drm_gpu_scheduler *sched,
+		       const struct drm_sched_backend_ops *ops) = probe_init;
 MODULE_LICENSE("GPL");

@@ -5,8 +5,10 @@
 #include <linux/module.h>
 #include <linux/mm.h>
 
-long probe(unsigned long start, struct page **pages)
+static long probe_pin(unsigned long start, struct page **pages)
 {
 	return pin_user_pages(start, 1, FOLL_LONGTERM, pages, NULL);
 }
+
+long (*const probe_ref)(unsigned long start, struct page **pages) = probe_pin;
 MODULE_LICENSE("GPL");

@@ -154,8 +154,11 @@ load: kernel
 unload:
 	rmmod npu
 
+# ldconfig: the tools find libnpurt.so.0 in PREFIX/lib through ld.so's
+# cache (/usr/local/lib is searched, but only once the cache knows it).
 install: userspace
 	cmake --install $(CMAKE_BUILD)
+	@if [ "$$(id -u)" = 0 ]; then ldconfig; else echo "make install: run 'sudo ldconfig' if the prefix is a system one"; fi
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP)/kernel clean

@@ -23,6 +23,8 @@ tail -n 3 "$host/npurt_unit_tests.gtest.log"
 # Kernel code that also runs in user space (the op set's numerics).
 make -s -C "$top/tests/host" O="$host" > "$host/host-make.out" 2>&1
 grep -h "^# Totals" "$host"/*.ktap.log 2>/dev/null
+"$top/tests/install-check.sh" "$host"
+echo "make install (staged): $(tail -n 1 "$host/make-install.cmd.log")"
 
 dirs=("host=$host")
 for lane in $lanes; do

@@ -196,3 +196,32 @@ def test_large_strided_and_empty(dev, fallbacks):
     e = torch.empty(0, 4, device=dev)
     assert e.t().contiguous().shape == (4, 0)
     assert e.cpu().shape == (0, 4)
+
+
+def test_writes_into_self_overlapping_tensors_are_refused(dev):
+    # As on CUDA: which of the writes to a shared element wins would be
+    # arbitrary (x[0] became 3 here).
+    x = torch.zeros(1).to(dev).expand(3)
+    other = torch.tensor([1.0, 2.0, 3.0]).to(dev)
+    for write in [lambda: x.add_(other), lambda: x.copy_(other),
+                  lambda: x.copy_(torch.tensor([1.0, 2.0, 3.0])),
+                  lambda: torch.add(other, other, out=x)]:
+        with pytest.raises(RuntimeError, match="single memory location"):
+            write()
+    assert x.cpu().tolist() == [0.0, 0.0, 0.0]
+    # A size-1 dimension of stride 0 shares nothing.
+    y = torch.zeros(3, 1).to(dev)
+    y.add_(1)
+    assert y.cpu().tolist() == [[1.0]] * 3
+
+
+def test_out_of_another_shape_is_resized_through_the_fallback(dev, fallbacks):
+    # torch resizes a non-empty out= of another shape (with a warning);
+    # the CPU fallback's copy back into it raised instead.
+    x = torch.arange(12.0).reshape(3, 4)
+    out = torch.empty(5).to(dev)
+    with pytest.warns(UserWarning, match="resize"):
+        r = torch.cumsum(x.to(dev), 0, out=out)
+    assert r is out and out.shape == (3, 4)
+    assert torch.equal(out.cpu(), torch.cumsum(x, 0))
+    assert any("cumsum" in name for name in fallbacks())

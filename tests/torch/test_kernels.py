@@ -231,6 +231,28 @@ def test_mean(dev, dtype, fallbacks):
         torch.ones(3, dtype=torch.int32).to(dev).mean()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_sums_accumulate_in_float32(dev, dtype, fallbacks):
+    # As CUDA's kernels: summed in float32, divided, rounded once. A half
+    # partial sum overflowed (70000 ones: inf) or rounded (257 in bf16 is
+    # 256) before the mean divided it.
+    assert torch.ones(70000, dtype=dtype).to(dev).mean().item() == 1.0
+    assert torch.ones(257, dtype=dtype).to(dev).mean().item() == 1.0
+    x = torch.ones(2, 300, 3, dtype=dtype).to(dev)
+    assert torch.equal(x.mean((0, 2)).cpu(), torch.ones(300, dtype=dtype))
+    assert x.sum((0, 1)).cpu().tolist() == [600.0] * 3
+    # Non-adjacent dims: one rounding at the end, not one per pass.
+    y = torch.full((257, 2, 257), 1.0, dtype=dtype)
+    assert y.to(dev).sum((0, 2)).cpu().tolist() == y.float().sum((0, 2)).to(dtype).tolist()
+    out = torch.empty(2, dtype=dtype).to(dev)
+    torch.sum(y.to(dev), (0, 2), out=out)
+    assert out.cpu().tolist() == y.float().sum((0, 2)).to(dtype).tolist()
+    a = torch.full((1000,), 10.0, dtype=dtype).to(dev)
+    loss = torch.nn.functional.mse_loss(a, torch.zeros_like(a))
+    assert loss.dtype == dtype and loss.item() == 100.0
+    no_native_fallback(fallbacks())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32])
 def test_amax_and_max(dev, dtype, fallbacks):
     x = rnd((4, 5, 6), dtype) if dtype == torch.int32 else torch.randn(4, 5, 6).to(dtype)

@@ -32,6 +32,23 @@ def test_stream_basics(dev):
         npu.stream(42)
 
 
+def test_stream_pool_hands_out_32_streams_in_turn(dev):
+    # As torch.cuda's: 32 streams per priority before one comes again (4
+    # did, so a fifth stream for overlap silently ran behind the first).
+    got = [npu.Stream() for _ in range(33)]
+    assert len({s.stream_id for s in got[:32]}) == 32
+    assert got[32] == got[0]
+    a = torch.ones(1000, device=dev)
+    outs = []
+    for s in got[:32]:
+        s.wait_stream(npu.default_stream())
+        with npu.stream(s):
+            outs.append(a * 2)
+    for s in got[:32]:
+        s.synchronize()
+    assert all(bool((o == 2).all()) for o in outs)
+
+
 def test_stream_of_other_device():
     if npu.device_count() < 2:
         pytest.skip("needs 2 NPUs")

@@ -402,6 +402,9 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool nonBloc
 	at::Tensor src = self.sizes() == dst.sizes() ? self : self.expand(dst.sizes());
 	if (dst.numel() == 0)
 		return dst;
+	// torch's copy_ checks this for its own devices only (ours reach
+	// _copy_from first); CUDA refuses it too.
+	at::assert_no_internal_overlap(dst);
 	OpScope op("aten::copy_");
 	if (src.is_cpu() && isNpu(dst)) {
 		// Pinned, contiguous and of dst's dtype: h is src itself, and a
@@ -470,13 +473,11 @@ at::Tensor copy_from(const at::Tensor &self, const at::Tensor &dst, bool nonBloc
 	return dst;
 }
 
+// The CPU fallback's out= arguments: resized as torch resizes outputs
+// (with its warning when a non-empty one had another shape).
 at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst)
 {
-	TORCH_CHECK(dst.numel() == 0 || dst.sizes() == self.sizes(),
-	            "_copy_from_and_resize: dst has shape ", dst.sizes(), ", src ", self.sizes(),
-	            "; only an empty dst is resized");
-	if (dst.numel() == 0)
-		const_cast<at::Tensor &>(dst).resize_(self.sizes());
+	at::native::resize_output(dst, self.sizes());
 	return copy_from(self, dst, false);
 }
 

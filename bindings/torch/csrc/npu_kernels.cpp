@@ -202,8 +202,12 @@ at::Tensor operand(const at::Tensor &x, at::IntArrayRef shape, at::ScalarType t,
 
 // An output buffer for `out`: out itself when the device may write it
 // directly, else a contiguous temporary (the caller copies it back).
+// An output whose elements share memory (an expanded tensor) is refused,
+// as torch's TensorIterator refuses it on CUDA: which write wins would be
+// arbitrary.
 at::Tensor directOut(const at::Tensor &out, at::ScalarType t, std::initializer_list<at::Tensor> ins)
 {
+	at::assert_no_internal_overlap(out);
 	if (out.is_contiguous() && out.scalar_type() == t) {
 		bool clash = false;
 		for (const at::Tensor &in : ins) {
@@ -808,13 +812,38 @@ bool reduceNative(const Reduction &r, const at::Tensor &self, at::OptionalIntArr
 	return true;
 }
 
-// torch's sum: integers sum to int64 (not in the op set: the fallback).
+// torch's sum, times `scale` (the mean's 1/count): integers sum to int64
+// (not in the op set: the fallback). Half types are summed in float32,
+// scaled, and rounded once at the end, as CUDA's kernels accumulate: a
+// half partial sum overflows past 65504 and rounds at every step.
 bool sumNative(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
-               c10::optional<at::ScalarType> dtype, const at::Tensor &out, at::Tensor *res)
+               c10::optional<at::ScalarType> dtype, const at::Tensor &out, at::Tensor *res,
+               double scale = 1.0)
 {
 	at::ScalarType in = self.scalar_type();
 	at::ScalarType ot = dtype.value_or(at::isIntegralType(in, true) ? at::kLong : in);
-	return reduceNative(kSum, self, dim, keepdim, ot, out, res);
+	if (!isHalfType(ot)) {
+		if (!reduceNative(kSum, self, dim, keepdim, ot, out, res))
+			return false;
+		if (scale != 1.0)
+			res->mul_(scale);
+		return true;
+	}
+	if (out.defined() && (!isNpu(out) || out.scalar_type() != ot))
+		return false;
+	at::Tensor acc;
+	if (!reduceNative(kSum, self, dim, keepdim, at::kFloat, at::Tensor(), &acc))
+		return false;
+	if (scale != 1.0)
+		acc.mul_(scale);
+	at::Tensor r = out;
+	if (r.defined())
+		at::native::resize_output(r, acc.sizes());
+	else
+		r = emptyNpu(acc.sizes(), ot, deviceOf(self));
+	castOnDevice(r, acc);
+	*res = r;
+	return true;
 }
 
 at::Tensor sum_dim(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -895,11 +924,8 @@ at::Tensor softmax_backward(const at::Tensor &grad, const at::Tensor &output, in
 at::Tensor mean_dim(const at::Tensor &self, at::OptionalIntArrayRef dim, bool keepdim,
                     c10::optional<at::ScalarType> dtype)
 {
-	at::Tensor r;
-	if (!isNativeFloat(dtype.value_or(self.scalar_type())) ||
-	    !sumNative(self, dim, keepdim, dtype, at::Tensor(), &r))
+	if (!isNativeFloat(dtype.value_or(self.scalar_type())))
 		return NPU_FALLBACK(mean_dim, self, dim, keepdim, dtype);
-	OpScope scope("aten::mean");
 	at::IntArrayRef dims = dim.value_or(at::IntArrayRef{});
 	int64_t count = 1;
 	if (dims.empty()) {
@@ -908,8 +934,13 @@ at::Tensor mean_dim(const at::Tensor &self, at::OptionalIntArrayRef dim, bool ke
 		for (int64_t d : dims)
 			count *= self.size(at::maybe_wrap_dim(d, self.dim()));
 	}
-	return r.mul_(count ? 1.0 / static_cast<double>(count)
-	                    : std::numeric_limits<double>::infinity());
+	at::Tensor r;
+	OpScope scope("aten::mean");
+	if (!sumNative(self, dim, keepdim, dtype, at::Tensor(), &r,
+	               count ? 1.0 / static_cast<double>(count)
+	                     : std::numeric_limits<double>::infinity()))
+		return NPU_FALLBACK(mean_dim, self, dim, keepdim, dtype);
+	return r;
 }
 
 // MSE loss and its gradient from native ops (torch 1.13's CPU kernel for

@@ -22,7 +22,9 @@ namespace torch_npurt {
 namespace {
 
 constexpr int kMaxDevices = 16;  // the driver's limit (num_devices)
-constexpr int kPoolSize = 4;  // pool streams per priority and device
+// Pool streams per priority and device, as CUDA's: each made when first
+// handed out (its kernel queues when first used), then reused in turn.
+constexpr unsigned kPoolSize = 32;
 constexpr size_t kPriorities = 8;  // room for libnpurt's priority range
 
 std::string runtimeMessage(npurtError_t err)
@@ -350,17 +352,19 @@ c10::Stream poolStream(int device, int priority)
 	auto &t = streamTables()[device];
 	size_t cls = static_cast<size_t>(priority - greatest);
 	TORCH_INTERNAL_ASSERT(cls < kPriorities);
+	unsigned n = t.next[cls].fetch_add(1);
 	std::unique_lock<std::mutex> g(t.lock);
-	if (t.pool[cls].empty()) {
+	std::vector<int64_t> &pool = t.pool[cls];
+	int64_t id = 0;
+	if (n < kPoolSize || pool.empty()) {
 		g.unlock();  // addStream takes the lock
-		std::vector<int64_t> ids;
-		for (int i = 0; i < kPoolSize; i++)
-			ids.push_back(addStream(device, priority));
+		id = addStream(device, priority);
 		g.lock();
-		if (t.pool[cls].empty())  // another thread may have won the race
-			t.pool[cls] = std::move(ids);
+		pool.push_back(id);
+	} else {
+		// Fewer than kPoolSize only while another thread makes one.
+		id = pool[n % pool.size()];
 	}
-	int64_t id = t.pool[cls][t.next[cls].fetch_add(1) % kPoolSize];
 	return c10::Stream(c10::Stream::UNSAFE, c10::Device(kNpu, device), id);
 }
 

@@ -1,7 +1,8 @@
 # Top-level build of the NPU stack. `make help` lists the targets.
 #
 # Every target depends on `deps`, so each works as the first command on a
-# fresh machine.
+# fresh machine; `make deb` on what building the packages needs alone
+# (`deps.sh --deb`), so that it works on any Debian release.
 
 TOP := $(CURDIR)
 BUILD := $(TOP)/build
@@ -41,7 +42,7 @@ help:
 	@echo "                 'N passed, N failed'. NPU_LANES=stock: one lane"
 	@echo "make test-debug  only the debug-kernel lanes (lockdep, KASAN, kmemleak, ... on 6.1 and 6.12), every suite"
 	@echo "make deb         build the Debian packages into build/deb (lintian-checked)"
-	@echo "make test-packages  install them in a fresh Debian 12 root, boot it, use them, purge them"
+	@echo "make test-packages  install them in fresh Debian 12 and 13 roots, boot them, use them, purge them"
 	@echo "make debug-kernel  build (once, cached in /var/cache/npu-stack) the debug kernel"
 	@echo "make bench       boot the VM and run npurt-bench (ratios against limits measured in the same run)"
 	@echo "make soak        boot the VM and soak runtime and driver with faults, hangs and kills injected"
@@ -87,13 +88,15 @@ test-debug: all
 		$(TOP)/tests/run-tests.sh
 
 # Debian packages (packaging/debian) into build/deb, lintian-checked.
-deb: deps
+deb:
+	@sh $(TOP)/tools/deps.sh --deb
 	@$(TOP)/tools/packages/build-debs $(BUILD)/deb
 
-# The packages installed in a fresh Debian 12 root, DKMS building the
-# module there, booted and used as a user of the render group, then purged.
+# The packages installed in a fresh Debian 12 root, and built and installed
+# in a fresh Debian 13 one, DKMS building the module there, booted and used
+# as a user of the render group, then purged.
 test-packages: all
-	@NPU_LANES=packages $(TOP)/tests/run-tests.sh
+	@NPU_LANES="packages packages13" $(TOP)/tests/run-tests.sh
 
 debug-kernel: deps
 	@$(TOP)/tools/debug-kernel/build

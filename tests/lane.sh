@@ -36,6 +36,10 @@
 #           root, DKMS building the module, the root booted and the
 #           packages used as a user of the render group, then purged
 #           (tests/packages/run.sh; make test-packages).
+#   packages13  the same on Debian 13: the packages built by make deb's
+#           script in a fresh Debian 13 root (its g++ 14 and torch 2.6),
+#           installed there, DKMS building the module for its 6.12, the
+#           root booted (accel nodes) and used, then purged.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -116,6 +120,11 @@ packages)
 	# No VM suites: tests/packages/run.sh builds the packages, installs
 	# them in a fresh Debian 12 root, boots it and purges them.
 	"$top/tests/packages/run.sh" "$results"
+	exit 0
+	;;
+packages13)
+	# The same on Debian 13 (6.12), the packages built in its root.
+	"$top/tests/packages/run.sh" "$results" trixie
 	exit 0
 	;;
 *)

@@ -3,15 +3,15 @@
 # boot per lane running every suite against the loaded module), then one
 # summary line over everything. Exits non-zero on any failure.
 #
-# NPU_LANES picks the lanes (default "stock debian13 debug debug13 packages"; `make
-# test-debug` is NPU_LANES="debug debug13", `make test-packages`
-# NPU_LANES=packages).
+# NPU_LANES picks the lanes (default "stock debian13 debug debug13 packages
+# packages13"; `make test-debug` is NPU_LANES="debug debug13", `make
+# test-packages` NPU_LANES="packages packages13").
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
 out=$build/test-results
-lanes=${NPU_LANES:-stock debian13 debug debug13 packages}
+lanes=${NPU_LANES:-stock debian13 debug debug13 packages packages13}
 rm -rf "$out"
 mkdir -p "$out/host"
 host=$out/host

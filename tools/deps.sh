@@ -1,13 +1,21 @@
 #!/bin/sh
 # Install, idempotently, every Debian package the build and the tests need.
 # Safe to run repeatedly: it only calls apt when something is missing.
+#
+# deps.sh --deb: only what building the Debian packages needs (make deb),
+# by names every Debian release has: an operator on Debian 13 builds its
+# packages so, where the tests' Debian 12 kernel source does not exist.
 set -eu
 
+DEB_PKGS="debhelper dh-dkms dkms lintian dpkg-dev git ccache cmake g++ pkg-config
+libdrm-dev python3 python3-torch libtorch-dev pybind11-dev"
 PKGS="qemu-system-x86 debhelper dh-dkms dkms lintian dpkg-dev linux-image-amd64 linux-headers-amd64 libdrm-dev
 busybox-static cpio debootstrap linux-source-6.1 sparse xz-utils kmod pkg-config
 cmake g++ ccache libgtest-dev clang-format clang-tidy python3
 flex bison bc libelf-dev libssl-dev
 python3-torch libtorch-dev pybind11-dev python3-pytest"
+mode=${1:-all}
+[ "$mode" = --deb ] && PKGS=$DEB_PKGS
 
 missing=""
 for p in $PKGS; do
@@ -25,6 +33,7 @@ if [ -n "$missing" ]; then
 	# shellcheck disable=SC2086
 	$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
+[ "$mode" = --deb ] && exit 0
 
 # The kselftest harness headers and checkpatch come from the kernel source
 # tarball; unpack just the files we use into build/linux-src once.

@@ -1,12 +1,16 @@
 #!/bin/bash
-# tests/packages/run.sh RESULTS: the packages lane (make test-packages, and
-# the last lane of make test). Each step is one result in RESULTS:
+# tests/packages/run.sh RESULTS [RELEASE]: the packages lanes (make
+# test-packages, and the last lanes of make test). RELEASE is bookworm (the
+# packages lane: Debian 12, the packages make deb builds on this host) or
+# trixie (packages13: Debian 13 and its 6.12, the packages built by make
+# deb's script in a fresh Debian 13 root, as an operator there builds
+# them). Each step is one result in RESULTS:
 #   packages-build      make deb: dpkg-buildpackage, then lintian with only
 #                       the tags packaging/lintian-expected explains
-#   packages-install    apt-get install ./*.deb into a fresh Debian 12 root
-#                       (a copy of a cached debootstrap'd one under
-#                       build/packages/root), DKMS building npu.ko against
-#                       that root's kernel headers
+#   packages-install    apt-get install ./*.deb into a fresh root of the
+#                       release (a copy of a cached debootstrap'd one under
+#                       build/packages/root or build/packages13/root), DKMS
+#                       building npu.ko against that root's kernel headers
 #   packages-consumers  a C program built with pkg-config and a C++ one with
 #                       CMake's find_package(npurt), against the installed
 #                       libnpurt-dev
@@ -18,10 +22,32 @@ set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$top/build
 results=$1
+release=${2:-bookworm}
 cache=${NPU_CACHE:-/var/cache/npu-stack}
-base=$cache/debian12-packages
-root=$build/packages/root
-vmout=$build/packages/vm
+# The base root: the kernel and headers DKMS builds for, a compiler and
+# cmake for the consumers, udev, and torch (python3-torch-npurt's
+# dependency, a large download: cached); for trixie also what building
+# the packages needs (they are built in the root, before the snapshot).
+rootpkgs="linux-image-amd64 linux-headers-amd64 kmod build-essential cmake pkg-config udev python3 python3-torch busybox procps"
+case "$release" in
+bookworm)
+	base=$cache/debian12-packages
+	work=$build/packages
+	debs=$build/deb
+	;;
+trixie)
+	base=$cache/debian13-packages
+	work=$build/packages13
+	debs=$build/deb13
+	rootpkgs="$rootpkgs debhelper dh-dkms dpkg-dev lintian libdrm-dev libtorch-dev pybind11-dev ccache"
+	;;
+*)
+	echo "run.sh: unknown release $release" >&2
+	exit 1
+	;;
+esac
+root=$work/root
+vmout=$work/vm
 pkgs="npu-dkms libnpurt0 libnpurt-dev npu-tools python3-torch-npurt"
 mkdir -p "$results"
 
@@ -34,19 +60,8 @@ in_root() {
 	"$top/tools/sysroot/in-root" "$root" / "$@"
 }
 
-echo "== packages: build"
-if ! "$top/tools/packages/build-debs" "$build/deb" > "$results/build-debs.out" 2>&1; then
-	record packages-build 1 "$(tail -n 30 "$results/build-debs.out")"
-	exit 0
-fi
-record packages-build 0 "$(ls "$build"/deb/*.deb; tail -n 1 "$results/build-debs.out")"
-
-echo "== packages: a fresh Debian 12 root"
-# The base root: the kernel and headers DKMS builds for, a compiler and
-# cmake for the consumers, udev, and torch (python3-torch-npurt's
-# dependency, a large download: cached).
-if ! "$top/tools/sysroot/make-root" bookworm "$base" \
-	"linux-image-amd64 linux-headers-amd64 kmod build-essential cmake pkg-config udev python3 python3-torch busybox procps" \
+echo "== packages ($release): a fresh root"
+if ! "$top/tools/sysroot/make-root" "$release" "$base" "$rootpkgs" \
 	> "$results/make-root.out" 2>&1; then
 	record packages-install 1 "$(tail -n 30 "$results/make-root.out")"
 	exit 0
@@ -55,6 +70,16 @@ rm -rf --one-file-system "$root"
 mkdir -p "$(dirname "$root")"
 cp -a "$base" "$root"
 kver=$(ls "$root/lib/modules" | sort -rV | head -n 1)
+
+echo "== packages ($release): build"
+# bookworm: on this host (Debian 12); trixie: in the fresh root.
+[ "$release" = bookworm ] || export NPU_DEB_ROOT=$root
+if ! "$top/tools/packages/build-debs" "$debs" > "$results/build-debs.out" 2>&1; then
+	record packages-build 1 "$(tail -n 30 "$results/build-debs.out")"
+	exit 0
+fi
+unset NPU_DEB_ROOT
+record packages-build 0 "$(ls "$debs"/*.deb; tail -n 1 "$results/build-debs.out")"
 
 # Every file of the root but the volatile ones (and the mount points
 # in-root makes for this repository and the caches), less the backups
@@ -68,11 +93,11 @@ snapshot() {
 		grep -vxE '/etc/(shadow|gshadow|passwd|group|subuid|subgid)-|/var/lib/dkms(/mok\.(key|pub))?' |
 		sort
 }
-snapshot > "$build/packages/before.txt"
+snapshot > "$work/before.txt"
 
 echo "== packages: install"
 mkdir -p "$root/tmp/debs"
-for p in $pkgs; do cp "$build"/deb/"$p"_*.deb "$root/tmp/debs/"; done
+for p in $pkgs; do cp "$debs"/"$p"_*.deb "$root/tmp/debs/"; done
 if ! in_root env DEBIAN_FRONTEND=noninteractive sh -c \
 	"apt-get update -qq && apt-get install -y --no-install-recommends /tmp/debs/*.deb" \
 	> "$results/apt-install.out" 2>&1; then
@@ -118,8 +143,8 @@ if ! in_root env DEBIAN_FRONTEND=noninteractive apt-get purge -y --autoremove $p
 	record packages-purge 1 "$(tail -n 30 "$results/purge.out")"
 	exit 0
 fi
-snapshot > "$build/packages/after.txt"
-left=$(diff "$build/packages/before.txt" "$build/packages/after.txt")
+snapshot > "$work/after.txt"
+left=$(diff "$work/before.txt" "$work/after.txt")
 if [ -n "$left" ]; then
 	record packages-purge 1 "files differ after the purge (< before, > after):
 $left"

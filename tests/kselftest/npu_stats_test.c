@@ -42,20 +42,30 @@ static int stats_query(int fd, __u32 query, void *data, __u32 *size)
 	return ret;
 }
 
-/* The engine stats of the first copy engine, or -ENOENT. */
-static int copy_engine_stats(int fd, struct drm_npu_engine_stats *out)
+/* The engines (@info) and their stats (@st), @n of each; 0 or an errno. */
+static int all_engine_stats(int fd, struct drm_npu_engine_info *info,
+			    struct drm_npu_engine_stats *st, __u32 *n)
 {
-	struct drm_npu_engine_info info[MAX_ENGINES];
-	struct drm_npu_engine_stats st[MAX_ENGINES];
-	__u32 size = sizeof(info), n, i;
+	__u32 size = MAX_ENGINES * sizeof(*info);
 	int ret;
 
 	ret = stats_query(fd, DRM_NPU_QUERY_ENGINES, info, &size);
 	if (ret)
 		return ret;
-	n = size / sizeof(info[0]);
-	size = n * sizeof(st[0]);
-	ret = stats_query(fd, DRM_NPU_QUERY_ENGINE_STATS, st, &size);
+	*n = size / sizeof(*info);
+	size = *n * sizeof(*st);
+	return stats_query(fd, DRM_NPU_QUERY_ENGINE_STATS, st, &size);
+}
+
+/* The engine stats of the first copy engine, or -ENOENT. */
+static int copy_engine_stats(int fd, struct drm_npu_engine_stats *out)
+{
+	struct drm_npu_engine_info info[MAX_ENGINES];
+	struct drm_npu_engine_stats st[MAX_ENGINES];
+	__u32 n, i;
+	int ret;
+
+	ret = all_engine_stats(fd, info, st, &n);
 	if (ret)
 		return ret;
 	for (i = 0; i < n; i++) {
@@ -254,15 +264,10 @@ static int class_stats(int fd, __u32 class, __u64 *busy, __u64 *jobs)
 {
 	struct drm_npu_engine_info info[MAX_ENGINES];
 	struct drm_npu_engine_stats st[MAX_ENGINES];
-	__u32 size = sizeof(info), n, i;
+	__u32 n, i;
 	int ret;
 
-	ret = stats_query(fd, DRM_NPU_QUERY_ENGINES, info, &size);
-	if (ret)
-		return ret;
-	n = size / sizeof(info[0]);
-	size = n * sizeof(st[0]);
-	ret = stats_query(fd, DRM_NPU_QUERY_ENGINE_STATS, st, &size);
+	ret = all_engine_stats(fd, info, st, &n);
 	if (ret)
 		return ret;
 	*busy = *jobs = 0;

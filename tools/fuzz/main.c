@@ -1207,7 +1207,7 @@ int main(int argc, char **argv)
 	const char *mode;
 	uint64_t start, now, stop_at = 0, stopped_at = 0, last_progress;
 	struct pollfd pfd[FZ_MAX_PROCS + 1];
-	int kfd, p, alive, failures, kills = 0;
+	int kfd, p, t, alive, failures, kills = 0;
 	bool ok;
 
 	if (parse_args(argc, argv)) {
@@ -1262,6 +1262,14 @@ int main(int argc, char **argv)
 		}
 		m.pidfd[p] = (int)syscall(SYS_pidfd_open, m.pid[p], 0);
 		m.alive[p] = true;
+		/*
+		 * The watchdog's clock starts now, not at boot: a first call
+		 * still in the kernel at its first look was taken for one that
+		 * had made no progress since time 0 (a false hang, seen on
+		 * the debug kernel).
+		 */
+		for (t = 0; t < opts.threads; t++)
+			m.last_change[p][t] = start;
 	}
 
 	for (;;) {

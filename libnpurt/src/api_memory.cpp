@@ -708,7 +708,8 @@ npurtError_t npurtHostRegister(void *ptr, size_t size, unsigned int flags)
 			                "ulimit -l) or host memory");
 		if (ret == -EOPNOTSUPP)
 			return setError(npurtErrorNotSupported,
-			                "npurtHostRegister: " + hexAddr(start) + "-" + hexAddr(end) +
+			                "npurtHostRegister: " + hexAddr(start) + "-" +
+			                        hexAddr(end) +
 			                        " maps a file shared, on a file system that "
 			                        "writes it back: the NPU cannot write it behind "
 			                        "the file system's dirty tracking (use "

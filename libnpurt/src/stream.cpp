@@ -804,7 +804,8 @@ npurtError_t Stream::legacyOrder(const char *api)
 	if (npurtError_t err = flushBatch(api))
 		return err;
 	for (const Point &p : ahead)
-		waits_.push_back({p.tl->syncobj, p.value, false});
+		if (npurtError_t err = pushWait({p.tl->syncobj, p.value, false}, api))
+			return err;
 	return npurtSuccess;
 }
 
@@ -1755,11 +1756,26 @@ npurtError_t Stream::wait(Event &ev, const char *api)
 
 npurtError_t Stream::addWait(const Point &p, const char *api)
 {
-	if (p.tl->file.get() == &ctx_.node()) {
-		waits_.push_back({p.tl->syncobj, p.value, false});
-		return npurtSuccess;
-	}
+	if (p.tl->file.get() == &ctx_.node())
+		return pushWait({p.tl->syncobj, p.value, false}, api);
 	return addFenceWait(*p.tl->file, p.tl->syncobj, p.value, api);
+}
+
+npurtError_t Stream::pushWait(const PendingWait &w, const char *api)
+{
+	if (!w.temporary)
+		for (PendingWait &x : waits_)
+			if (!x.temporary && x.handle == w.handle) {
+				x.point = std::max(x.point, w.point);
+				return npurtSuccess;
+			}
+	waits_.push_back(w);
+	// One fence of a job is kept for the order across engine classes
+	// (submitJob); the job that carries the waits goes to the same queue
+	// as the next one, so that runs after it.
+	if (waits_.size() < DRM_NPU_MAX_IN_FENCES - 1)
+		return npurtSuccess;
+	return flushWaits(api);
 }
 
 npurtError_t Stream::addFenceWait(os::Device &from, uint32_t syncobj, uint64_t point,
@@ -1777,8 +1793,7 @@ npurtError_t Stream::addFenceWait(os::Device &from, uint32_t syncobj, uint64_t p
 		        osMessage(std::string(api) + ": carrying the event to another device",
 		                  ret));
 	}
-	waits_.push_back({local, 0, true});
-	return npurtSuccess;
+	return pushWait({local, 0, true}, api);
 }
 
 Event::~Event()

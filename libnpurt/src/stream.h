@@ -470,6 +470,12 @@ private:
 	// a binary one), copied into a syncobj of this stream's file.
 	npurtError_t addFenceWait(os::Device &from, uint32_t syncobj, uint64_t point,
 	                          const char *api);
+	struct PendingWait;
+	// Adds a wait for the next job: one for a later point of a timeline
+	// already waited for replaces it; near the driver's limit of fences a
+	// job (DRM_NPU_MAX_IN_FENCES) the waits go ahead in a job of their own.
+	// With both locks held.
+	npurtError_t pushWait(const PendingWait &w, const char *api);
 	npurtError_t waitIdle(int64_t deadlineNs, const char *api);
 	// For synchronize and query, with both locks held: submits what is
 	// pending and reads the completion record. True when that settles it

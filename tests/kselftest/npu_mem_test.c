@@ -912,8 +912,10 @@ TEST_F(mem, userptr_readonly)
 
 /*
  * @top (a mkdtemp() template) becomes a folder with an ext4 image (a file
- * system that writes back) mounted on @top/mnt through a loop device;
- * false, and nothing left, if this system cannot do it.
+ * system that writes back) mounted on @top/mnt through a loop device (the
+ * drivers loaded first: the guest has no udev static nodes to load loop on
+ * demand, and the kernel's modprobe is not the chroot's); false, and
+ * nothing left, if this system cannot do it.
  */
 static bool mount_ext4(char *top)
 {
@@ -922,7 +924,7 @@ static bool mount_ext4(char *top)
 	if (!mkdtemp(top))
 		return false;
 	snprintf(cmd, sizeof(cmd),
-		 "cd %s && truncate -s 8M img && mkfs.ext4 -q -F img && mkdir mnt && mount -o loop img mnt",
+		 "modprobe -q loop; modprobe -q ext4; cd %s && truncate -s 8M img && mkfs.ext4 -q -F img && mkdir mnt && mount -o loop img mnt",
 		 top);
 	if (system(cmd) == 0)
 		return true;

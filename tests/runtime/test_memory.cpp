@@ -431,7 +431,9 @@ public:
 			return;
 		made_ = true;
 		std::string t = top_;
-		ok_ = std::system(("cd " + t +
+		// The drivers first: the guest has no udev static nodes to load
+		// loop on demand, and the kernel's modprobe is not the chroot's.
+		ok_ = std::system(("modprobe -q loop; modprobe -q ext4; cd " + t +
 		                   " && truncate -s 16M img && mkfs.ext4 -q -F img && "
 		                   "mkdir mnt && mount -o loop img mnt")
 		                          .c_str()) == 0;

@@ -437,6 +437,62 @@ TEST_F(Streams, HighPriorityWithoutCapSysNiceRunsAtNormal)
 	        << npurt_test::indented(r.output);
 }
 
+// More waits than the driver takes in one job (DRM_NPU_MAX_IN_FENCES):
+// a stream waiting for the events of 100 streams, and the legacy default
+// stream's implicit wait for as many busy streams, still run (SUBMIT
+// refused them with EINVAL once PyTorch's backward waited for its 32 pool
+// streams and more).
+TEST_F(Streams, WaitsForMoreStreamsThanAJobTakesFences)
+{
+	constexpr int kStreams = 100;
+	constexpr size_t kBytes = 4096;
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, kStreams * kBytes), npurtSuccess);
+	std::vector<npurtStream_t> streams(kStreams);
+	std::vector<npurtEvent_t> events(kStreams);
+	npurtStream_t s = nullptr;
+	ASSERT_EQ(npurtStreamCreateWithFlags(&s, npurtStreamNonBlocking), npurtSuccess);
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < kStreams; i++) {
+			if (!round) {
+				ASSERT_EQ(npurtStreamCreate(&streams[i]), npurtSuccess);
+				ASSERT_EQ(npurtEventCreateWithFlags(&events[i], npurtEventDisableTiming),
+				          npurtSuccess);
+			}
+			ASSERT_EQ(npurtMemsetAsync(static_cast<char *>(d) + i * kBytes, i + round,
+			                           kBytes, streams[i]),
+			          npurtSuccess)
+			        << npurtGetLastErrorMessage();
+			ASSERT_EQ(npurtEventRecord(events[i], streams[i]), npurtSuccess);
+			ASSERT_EQ(npurtStreamWaitEvent(s, events[i], 0), npurtSuccess)
+			        << npurtGetLastErrorMessage();
+		}
+		std::vector<unsigned char> h(kStreams * kBytes);
+		if (round == 0) {
+			// The waits, then a copy on s.
+			ASSERT_EQ(npurtMemcpyAsync(h.data(), d, h.size(), npurtMemcpyDeviceToHost, s),
+			          npurtSuccess)
+			        << npurtGetLastErrorMessage();
+			ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess) << npurtGetLastErrorMessage();
+		} else {
+			// The legacy default stream waits for all 100 (blocking) streams.
+			ASSERT_EQ(npurtMemcpy(h.data(), d, h.size(), npurtMemcpyDeviceToHost), npurtSuccess)
+			        << npurtGetLastErrorMessage();
+		}
+		for (int i = 0; i < kStreams; i++)
+			ASSERT_EQ(h[static_cast<size_t>(i) * kBytes + kBytes - 1],
+			          static_cast<unsigned char>(i + round))
+			        << "stream " << i << ", round " << round;
+	}
+	ASSERT_EQ(npurtDeviceSynchronize(), npurtSuccess);
+	for (int i = 0; i < kStreams; i++) {
+		EXPECT_EQ(npurtEventDestroy(events[i]), npurtSuccess);
+		EXPECT_EQ(npurtStreamDestroy(streams[i]), npurtSuccess);
+	}
+	EXPECT_EQ(npurtStreamDestroy(s), npurtSuccess);
+	EXPECT_EQ(npurtFree(d), npurtSuccess);
+}
+
 TEST_F(Streams, BadHandlesAreInvalidHandle)
 {
 	EXPECT_EQ(npurtStreamDestroy(nullptr), npurtErrorInvalidHandle);

@@ -456,7 +456,8 @@ TEST_F(Streams, WaitsForMoreStreamsThanAJobTakesFences)
 		for (int i = 0; i < kStreams; i++) {
 			if (!round) {
 				ASSERT_EQ(npurtStreamCreate(&streams[i]), npurtSuccess);
-				ASSERT_EQ(npurtEventCreateWithFlags(&events[i], npurtEventDisableTiming),
+				ASSERT_EQ(npurtEventCreateWithFlags(&events[i],
+				                                    npurtEventDisableTiming),
 				          npurtSuccess);
 			}
 			ASSERT_EQ(npurtMemsetAsync(static_cast<char *>(d) + i * kBytes, i + round,
@@ -470,13 +471,16 @@ TEST_F(Streams, WaitsForMoreStreamsThanAJobTakesFences)
 		std::vector<unsigned char> h(kStreams * kBytes);
 		if (round == 0) {
 			// The waits, then a copy on s.
-			ASSERT_EQ(npurtMemcpyAsync(h.data(), d, h.size(), npurtMemcpyDeviceToHost, s),
-			          npurtSuccess)
+			ASSERT_EQ(
+			        npurtMemcpyAsync(h.data(), d, h.size(), npurtMemcpyDeviceToHost, s),
+			        npurtSuccess)
 			        << npurtGetLastErrorMessage();
-			ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess) << npurtGetLastErrorMessage();
+			ASSERT_EQ(npurtStreamSynchronize(s), npurtSuccess)
+			        << npurtGetLastErrorMessage();
 		} else {
 			// The legacy default stream waits for all 100 (blocking) streams.
-			ASSERT_EQ(npurtMemcpy(h.data(), d, h.size(), npurtMemcpyDeviceToHost), npurtSuccess)
+			ASSERT_EQ(npurtMemcpy(h.data(), d, h.size(), npurtMemcpyDeviceToHost),
+			          npurtSuccess)
 			        << npurtGetLastErrorMessage();
 		}
 		for (int i = 0; i < kStreams; i++)

@@ -81,7 +81,8 @@ fi
 unset NPU_DEB_ROOT
 record packages-build 0 "$(ls "$debs"/*.deb; tail -n 1 "$results/build-debs.out")"
 
-# Every file of the root but the volatile ones (and the mount points
+# Every file of the root but the volatile ones (apt's lists and, on Debian
+# 13, the AppStream catalogue apt-get update fetches; the mount points
 # in-root makes for this repository and the caches), less the backups
 # useradd/userdel leave of the test's users and the module signing key
 # dkms makes on first use, which dkms's purge keeps on purpose (it may be
@@ -89,6 +90,7 @@ record packages-build 0 "$(ls "$debs"/*.deb; tail -n 1 "$results/build-debs.out"
 snapshot() {
 	in_root sh -c "find / -xdev \\( -path /proc -o -path /sys -o -path /dev -o -path /run \
 		-o -path /tmp -o -path /var/cache -o -path /var/lib/apt -o -path /var/lib/dpkg \
+		-o -path /var/lib/swcatalog -o -path /var/lib/app-info \
 		-o -path /var/log -o -path /etc/ld.so.cache -o -path $top \\) -prune -o -print" |
 		grep -vxE '/etc/(shadow|gshadow|passwd|group|subuid|subgid)-|/var/lib/dkms(/mok\.(key|pub))?' |
 		sort

@@ -369,7 +369,8 @@ static int npu_check_vmas(struct mm_struct *mm, u64 start, u64 end)
 	struct vm_area_struct *vma;
 	u64 addr = start;
 
-	mmap_assert_locked(mm);
+	/* Not mmap_assert_locked(): with DEBUG_VM, 6.1's needs dump_mm(). */
+	lockdep_assert_held(&mm->mmap_lock);
 	while (addr < end) {
 		vma = find_vma(mm, addr);
 		if (!vma || vma->vm_start > addr)

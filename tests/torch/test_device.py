@@ -1,4 +1,6 @@
+import copy
 import os
+import pickle
 import warnings
 
 import pytest
@@ -134,6 +136,69 @@ def test_manual_seed_seeds_npu_random_ops(dev):
     npu.manual_seed_all(8)
     c = torch.randn(5, device=dev).cpu()
     assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+NPU_GENERATORS = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 1)
+
+
+@pytest.mark.skipif(not NPU_GENERATORS, reason="torch 1.13 makes generators for CPU and CUDA only")
+def test_npu_generator_draws_its_own_numbers(dev):
+    g = torch.Generator(device="npu")
+    assert g.device == dev
+    # A new generator starts from torch's default seed, as CUDA's does.
+    assert g.initial_seed() == torch.Generator().initial_seed()
+    cpu_state = torch.random.get_rng_state()
+    assert g.manual_seed(3) is g and g.initial_seed() == 3
+    ref = torch.Generator().manual_seed(3)
+    torch.testing.assert_close(torch.randn(4, 4, device=dev, generator=g).cpu(),
+                               torch.randn(4, 4, generator=ref))
+    x = torch.empty(100, device=dev)
+    torch.testing.assert_close(x.uniform_(generator=g).cpu(), torch.empty(100).uniform_(generator=ref))
+    assert torch.equal(torch.randint(0, 9, (20,), device=dev, generator=g).cpu(),
+                       torch.randint(0, 9, (20,), generator=ref))
+    assert torch.equal(torch.randperm(30, device=dev, generator=g).cpu(),
+                       torch.randperm(30, generator=ref))
+    probs = torch.tensor([0.1, 0.2, 0.7])
+    assert torch.equal(torch.multinomial(probs.to(dev), 10, True, generator=g).cpu(),
+                       torch.multinomial(probs, 10, True, generator=ref))
+    # The default generator was not drawn from.
+    assert torch.equal(torch.random.get_rng_state(), cpu_state)
+    # State round trip, and a state is a CPU generator's.
+    state = g.get_state()
+    a = torch.rand(8, device=dev, generator=g).cpu()
+    g.set_state(state)
+    assert torch.equal(torch.rand(8, device=dev, generator=g).cpu(), a)
+    ref.set_state(state)
+    assert torch.equal(torch.rand(8, generator=ref), a)
+    with pytest.raises(RuntimeError):
+        g.set_state(torch.zeros(3, dtype=torch.uint8))
+    # Copies carry the device and the state (pickle reads the offset).
+    for copied in (copy.deepcopy(g), pickle.loads(pickle.dumps(g))):
+        assert copied.device == dev and copied.initial_seed() == g.initial_seed()
+        assert torch.equal(copied.get_state(), g.get_state())
+    assert g.get_offset() == 0
+    with pytest.raises(RuntimeError, match="no offset"):
+        g.set_offset(4)
+    g.seed()
+    assert g.initial_seed() != 3
+    # Two generators with one seed give the same numbers: each has its own state.
+    g1 = torch.Generator(device=dev).manual_seed(11)
+    g2 = torch.Generator(device=dev).manual_seed(11)
+    torch.rand(5, device=dev, generator=g1)
+    assert torch.equal(torch.rand(5, device=dev, generator=g1).cpu(),
+                       torch.rand(10, device=dev, generator=g2).cpu()[5:])
+
+
+@pytest.mark.skipif(not NPU_GENERATORS, reason="torch 1.13 makes generators for CPU and CUDA only")
+def test_npu_generator_refuses_what_cuda_refuses(dev):
+    g = torch.Generator(device="npu")
+    # A CPU tensor with an NPU generator, as CUDA's "found 'cuda'".
+    with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator"):
+        torch.randn(3, generator=g)
+    with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator"):
+        torch.empty(3).normal_(generator=g)
+    with pytest.raises((RuntimeError, IndexError), match="NPU"):
+        torch.Generator(device=torch.device("npu", npu.device_count() + 2))
 
 
 def test_fork_after_start_is_a_bad_fork(dev):

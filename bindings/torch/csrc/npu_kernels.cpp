@@ -126,6 +126,7 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 	size_t base = stack->size() - args.size();
 	const bool npuTensorIn = checkFallbackDevices(schema, *stack, base);
 	c10::optional<at::Device> factoryDevice;
+	bool npuGenerator = false;
 	for (size_t i = 0; i < args.size(); i++) {
 		c10::IValue &v = (*stack)[base + i];
 		// ATen's cpu_fallback (1.13) leaves Tensor?[] (index tensors) on
@@ -146,7 +147,18 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 			factoryDevice = v.toDevice();
 			v = c10::IValue(at::Device(at::kCPU));
 		}
+#if NPU_TORCH_AT_LEAST(2, 1)
+		// The CPU kernel draws from the NPU generator's CPU generator.
+		if (v.isGenerator() && v.toGenerator().device().type() == kNpu) {
+			npuGenerator = true;
+			v = c10::IValue(cpuGeneratorOf(v.toGenerator()));
+		}
+#endif
 	}
+	// As CUDA's kernels refuse a CUDA generator for CPU tensors.
+	TORCH_CHECK(!npuGenerator || npuTensorIn || factoryDevice,
+	            "Expected a 'cpu' device type for generator but found 'npu' (", schema.name(),
+	            ")");
 	if (factoryDevice && !npuTensorIn)
 		reserveFactoryResult(schema, *stack, base, *factoryDevice);
 	at::native::cpu_fallback(op, stack);

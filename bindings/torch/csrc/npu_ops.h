@@ -30,6 +30,12 @@ inline void *dataPtr(const at::Tensor &t)
 // A contiguous NPU tensor on `device`.
 at::Tensor emptyNpu(at::IntArrayRef sizes, at::ScalarType dtype, int device);
 
+#if NPU_TORCH_AT_LEAST(2, 1)
+// The CPU generator an NPU generator (torch.Generator(device="npu")) is
+// made of: random ops run on the CPU (npu_generator.cpp).
+at::Generator cpuGeneratorOf(const at::Generator &npu);
+#endif
+
 // The libnpurt element type of a torch dtype, if the op set has it.
 bool toNpurtType(at::ScalarType t, npurtDataType *out);
 

@@ -200,6 +200,56 @@ def _libnpurt():
     return lib
 
 
+TORCH_STREAM = hasattr(torch, "Stream") and hasattr(torch.Stream, "stream_id")
+
+
+@pytest.mark.skipif(not TORCH_STREAM, reason="torch 1.13: no device-generic torch.Stream")
+def test_npu_streams_are_torch_streams(dev):
+    s = npu.Stream()
+    assert isinstance(s, torch.Stream) and isinstance(npu.current_stream(), torch.Stream)
+    assert s.device == dev and s.device_index == dev.index
+    assert s.device_type == torch.Stream(device=dev).device_type
+    x = torch.zeros(1000, device=dev)
+    # torch's own stream of an NPU stream works wherever an NPU Stream does.
+    generic = torch.Stream(stream_id=s.stream_id, device_index=s.device_index,
+                           device_type=s.device_type)
+    assert s == generic and generic == s and s != npu.default_stream()
+    with npu.stream(generic):
+        assert npu.current_stream() == s
+        x.add_(5)
+    x.record_stream(generic)
+    s.synchronize()
+    assert x.sum().item() == 5000
+    with pytest.raises(TypeError, match="expected an NPU stream"):
+        npu.set_stream(object())
+    with pytest.raises(TypeError, match="expected an NPU stream"):
+        npu.stream(42)
+    e = npu.Event()
+    e.record(generic)
+    e.wait(generic)
+    with pytest.raises(TypeError, match="expected an NPU stream"):
+        e.record("npu:0")
+    assert isinstance(npu.ExternalStream(0), torch.Stream)
+
+
+@pytest.mark.skipif(not hasattr(getattr(torch, "accelerator", None), "set_stream"),
+                    reason="torch < 2.6: no torch.accelerator streams")
+def test_torch_accelerator_takes_npu_streams(dev):
+    s = npu.Stream()
+    torch.accelerator.set_stream(s)
+    try:
+        assert npu.current_stream() == s
+        cur = torch.accelerator.current_stream()
+        assert cur == s and s == cur
+        with npu.stream(cur):
+            y = torch.ones(100, device=dev) * 2
+        torch.accelerator.synchronize()
+        assert y.sum().item() == 200
+    finally:
+        npu.set_stream(npu.default_stream())
+    assert npu.current_stream() == npu.default_stream()
+
+
 def test_external_stream_runs_torch_work(dev):
     lib = _libnpurt()
     handle = ctypes.c_void_p()

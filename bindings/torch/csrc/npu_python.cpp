@@ -621,6 +621,8 @@ PYBIND11_MODULE(_C, m)
 	m.def("_runtime_started", &runtimeStarted);
 	m.def("_no_device_reason", &noDeviceReason);
 	m.def("_set_device", [](int d) { setDevice(checkedDevice(d)); });
+	// c10's device type of NPU streams (torch.Stream.device_type).
+	m.attr("_device_type") = static_cast<int>(kNpu);
 	m.def("_current_device", [] { return checkedDevice(-1); });
 	m.def("_check_device", &checkedDevice);
 	m.def("_synchronize", [](int d) {

@@ -257,8 +257,9 @@ def install_common():
 
 def _install_record_stream():
     """tensor.record_stream(torch.npu.current_stream()), as with torch_npu:
-    torch's binding takes only torch.Stream objects (and 1.13 cannot build
-    one of ours), so NPU streams go to the backend directly. Eager memory
+    torch 1.13's binding takes only its own stream objects (1.13 cannot
+    build one of ours), so NPU streams (also a torch.Stream of one on 2.x)
+    go to the backend directly. Eager memory
     needs no record (libnpurt's safe free); a graph pool's block does (see
     npu_graph.cpp)."""
     from . import _C, npu
@@ -267,8 +268,10 @@ def _install_record_stream():
 
     @functools.wraps(record)
     def record_stream(self, stream):
-        if not isinstance(stream, npu.Stream):
+        npu_stream = npu._as_stream(stream, strict=False)
+        if npu_stream is None:
             return record(self, stream)
+        stream = npu_stream
         if self.device.type != npu._DEVICE_TYPE:
             raise RuntimeError("record_stream: a tensor on %s cannot be recorded on NPU stream %r"
                                % (self.device, stream))

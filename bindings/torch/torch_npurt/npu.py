@@ -199,28 +199,48 @@ class device_of(device):
 
 # ------------------------------------------------------------------ streams
 
-class Stream:
+# torch >= 2.2's device-generic stream (torch.Stream): NPU streams are of
+# its kind there, so torch's own calls that take one (torch.accelerator,
+# Tensor.record_stream) take them. torch 1.13's has no such fields.
+_TorchStream = getattr(torch, "Stream", None)
+if _TorchStream is not None and not hasattr(_TorchStream, "stream_id"):
+    _TorchStream = None
+
+
+class Stream(*((_TorchStream,) if _TorchStream is not None else ())):
     """An NPU stream (a libnpurt stream from the device's pool).
 
     Lower priority numbers are higher priority; the range is
-    ``_C._stream_priority_range()`` (least, greatest).
+    ``_C._stream_priority_range()`` (least, greatest). On torch >= 2.2 a
+    torch.Stream.
     """
 
-    def __init__(self, device=None, priority=0, **kwargs):
+    def __new__(cls, device=None, priority=0, **kwargs):
         if "_id" in kwargs:
-            self.device_index = kwargs["_id"][0]
-            self.stream_id = kwargs["_id"][1]
-            return
+            return cls._make(*kwargs["_id"])
         if kwargs:
             raise TypeError("unexpected arguments %s" % sorted(kwargs))
         if not isinstance(priority, int):
             raise TypeError("priority must be an int")
-        self.device_index = _index(device)
-        self.stream_id = _C._stream_pool(self.device_index, priority)
+        dev = _index(device)
+        return cls._make(dev, _C._stream_pool(dev, priority))
+
+    def __init__(self, *args, **kwargs):
+        pass  # made by __new__ (torch.Stream's fields are read-only)
+
+    @classmethod
+    def _make(cls, dev, sid):
+        if _TorchStream is not None:
+            return _TorchStream.__new__(cls, stream_id=sid, device_index=dev,
+                                        device_type=_C._device_type)
+        self = object.__new__(cls)
+        self.device_index = dev
+        self.stream_id = sid
+        return self
 
     @classmethod
     def _wrap(cls, dev, sid):
-        return cls(_id=(dev, sid))
+        return cls._make(dev, sid)
 
     @property
     def device(self):
@@ -254,7 +274,7 @@ class Stream:
         event.wait(self)
 
     def wait_stream(self, stream):
-        self.wait_event(stream.record_event())
+        self.wait_event(_as_stream(stream).record_event())
 
     def record_event(self, event=None):
         if event is None:
@@ -273,7 +293,9 @@ class Stream:
         return _stream_contexts().pop().__exit__(*exc)
 
     def __eq__(self, other):
-        return isinstance(other, Stream) and \
+        # torch.Stream objects of NPU streams (torch.accelerator's) too.
+        other = _as_stream(other, strict=False)
+        return other is not None and \
             (self.device_index, self.stream_id) == (other.device_index, other.stream_id)
 
     def __hash__(self):
@@ -289,9 +311,9 @@ class ExternalStream(Stream):
     torch.cuda.ExternalStream. torch does not destroy it: its owner keeps
     it alive while torch has work on it. 0 is the default stream."""
 
-    def __init__(self, stream_ptr, device=None):
+    def __new__(cls, stream_ptr, device=None):
         dev = _index(device)
-        super().__init__(_id=(dev, _C._external_stream(dev, int(stream_ptr))))
+        return cls._make(dev, _C._external_stream(dev, int(stream_ptr)))
 
 
 _thread = threading.local()
@@ -303,6 +325,20 @@ def _stream_contexts():
     if not hasattr(_thread, "stream_contexts"):
         _thread.stream_contexts = []
     return _thread.stream_contexts
+
+
+def _as_stream(stream, strict=True):
+    """`stream` as an NPU Stream: a torch.Stream of an NPU stream (as
+    torch.accelerator.current_stream() returns) becomes one. Anything else
+    is a TypeError, or None when not strict."""
+    if isinstance(stream, Stream):
+        return stream
+    if _TorchStream is not None and isinstance(stream, _TorchStream) and \
+            stream.device_type == _C._device_type:
+        return Stream._wrap(_C._check_device(stream.device_index), stream.stream_id)
+    if strict:
+        raise TypeError("expected an NPU stream (torch_npurt.npu.Stream), got %r" % (stream,))
+    return None
 
 
 def current_stream(device=None):
@@ -319,8 +355,7 @@ def set_stream(stream):
     current NPU (for this thread), as torch.cuda.set_stream."""
     if stream is None:
         return
-    if not isinstance(stream, Stream):
-        raise TypeError("expected a torch_npurt.npu.Stream, got %r" % (stream,))
+    stream = _as_stream(stream)
     if stream.device_index != current_device():
         set_device(stream.device_index)
     _C._set_stream(stream.device_index, stream.stream_id)
@@ -330,9 +365,7 @@ class StreamContext:
     """Work inside goes to `stream`, on its device; both are restored after."""
 
     def __init__(self, stream):
-        if stream is not None and not isinstance(stream, Stream):
-            raise TypeError("expected a torch_npurt.npu.Stream or None, got %r" % (stream,))
-        self.stream = stream
+        self.stream = None if stream is None else _as_stream(stream)
         self.saved = None
 
     def __enter__(self):
@@ -397,14 +430,12 @@ class Event:
         return self._ev.ipc_handle()
 
     def record(self, stream=None):
-        if stream is None:
-            stream = current_stream()
+        stream = current_stream() if stream is None else _as_stream(stream)
         self._ev.record(stream.device_index, stream.stream_id)
 
     def wait(self, stream=None):
         """Makes later work on `stream` (default: current) wait for this event."""
-        if stream is None:
-            stream = current_stream()
+        stream = current_stream() if stream is None else _as_stream(stream)
         self._ev.wait(stream.device_index, stream.stream_id)
 
     def query(self):

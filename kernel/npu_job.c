@@ -707,6 +707,12 @@ int npu_ioctl_submit(struct drm_device *drm, void *data,
 	atomic_set(&job->in_flight, 1);
 	kref_init(&job->refcount);
 	INIT_WORK(&job->work, npu_job_work);
+	/*
+	 * The job's own reference: SUBMIT keeps the lookup's until it has
+	 * unlocked submit_lock (mutex_unlock may touch the mutex after a
+	 * QUEUE_DESTROY has taken it, and the job may be freed by then).
+	 */
+	kref_get(&queue->refcount);
 	job->queue = queue;
 	job->engine = queue->engine;
 	job->vm = npu_vm_get(nfile->vm);
@@ -748,6 +754,7 @@ int npu_ioctl_submit(struct drm_device *drm, void *data,
 		mutex_unlock(&queue->submit_lock);
 		args->point = job->point;
 		npu_job_put(job);
+		npu_queue_put(queue);
 		return 0;
 	}
 
@@ -774,6 +781,7 @@ int npu_ioctl_submit(struct drm_device *drm, void *data,
 	 */
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&queue->submit_lock);
+	npu_queue_put(queue);
 	return 0;
 
 err_cleanup:
@@ -783,5 +791,6 @@ err_unlock:
 err_put:
 	dma_fence_chain_free(chain);
 	npu_job_put(job);
+	npu_queue_put(queue);
 	return ret;
 }

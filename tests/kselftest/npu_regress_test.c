@@ -344,4 +344,59 @@ TEST_F_TIMEOUT(regress, queue_destroyed_while_created, 300)
 	       r.destroyed);
 }
 
+#define SUBMIT_ROUNDS		300
+
+/*
+ * SUBMIT against a concurrent QUEUE_DESTROY (the racer destroys ids 1..4):
+ * each submit either runs its job or finds the queue gone (-ENOENT) or
+ * dying (-EIO); whatever ran completes. SUBMIT used to unlock the queue's
+ * submit_lock after its job, and so its queue reference, could be gone
+ * (KASAN on the debug lane reports such a use after free).
+ */
+TEST_F_TIMEOUT(regress, queue_destroyed_while_submitting, 300)
+{
+	struct queue_racer r = { .fd = self->fd };
+	struct drm_npu_queue_create q;
+	struct npu_cmdbuf cb;
+	pthread_t thread;
+	__u32 dev_bo;
+	__u64 cmds[4], point;
+	int round, i, ret, ran = 0, refused = 0;
+
+	if (self->fd < 0)
+		return;
+	ASSERT_EQ(0, npu_bo_create(self->fd, MIB, DRM_NPU_BO_DEVICE, &dev_bo));
+	ASSERT_EQ(0, npu_vm_map(self->fd, dev_bo, self->va, MIB, 0, 0));
+	ASSERT_EQ(0, pthread_create(&thread, NULL, queue_racer_main, &r));
+	for (round = 0; round < SUBMIT_ROUNDS; round++) {
+		ret = npu_queue_create(self->fd, round % 2 ?
+				       DRM_NPU_ENGINE_COMPUTE :
+				       DRM_NPU_ENGINE_COPY,
+				       DRM_NPU_PRIORITY_NORMAL, &q);
+		ASSERT_EQ(0, ret) TH_LOG("create %d: %s", round, strerror(-ret));
+		EXPECT_EQ(0, npu_syncobj_destroy(self->fd, q.syncobj_handle));
+		for (i = 0; i < 64; i++) {
+			npu_cmdbuf_init(&cb, cmds, sizeof(cmds));
+			npu_emit_write_value(&cb, self->va + 8 * i, round);
+			ret = npu_submit_cmdbuf(self->fd, q.queue_id, &cb,
+						NULL, 0, &point);
+			if (ret) {
+				EXPECT_TRUE(ret == -ENOENT || ret == -EIO)
+					TH_LOG("submit: %s", strerror(-ret));
+				refused++;
+				break;
+			}
+			ran++;
+		}
+		npu_queue_destroy(self->fd, q.queue_id);
+	}
+	r.stop = 1;
+	pthread_join(thread, NULL);
+	TH_LOG("%d jobs submitted, %d submits found the queue gone", ran,
+	       refused);
+	EXPECT_LT(0, refused);
+	EXPECT_EQ(0, npu_vm_unmap(self->fd, self->va, MIB));
+	EXPECT_EQ(0, npu_gem_close(self->fd, dev_bo));
+}
+
 TEST_HARNESS_MAIN

@@ -223,8 +223,9 @@ npurtOpDesc opOfPacket(const std::vector<uint8_t> &packet)
 	return d;
 }
 
-npurtError_t execNode(npurtGraphExec_t exec, npurtGraphNode_t node, npurtGraphNodeType type,
-                      GraphExec **e, GraphNode **n, const char *api)
+// An executable graph and its node for a node of the graph it was made from.
+npurtError_t findExecNode(npurtGraphExec_t exec, npurtGraphNode_t node, GraphExec **e,
+                          GraphNode **n, const char *api)
 {
 	if (npurtError_t err = npurt::resolveExec(exec, e, api))
 		return err;
@@ -233,10 +234,35 @@ npurtError_t execNode(npurtGraphExec_t exec, npurtGraphNode_t node, npurtGraphNo
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": not a node of the graph the executable graph "
 		                                   "was made from");
+	return npurtSuccess;
+}
+
+npurtError_t execNode(npurtGraphExec_t exec, npurtGraphNode_t node, npurtGraphNodeType type,
+                      GraphExec **e, GraphNode **n, const char *api)
+{
+	if (npurtError_t err = findExecNode(exec, node, e, n, api))
+		return err;
 	if ((*n)->p.type != type)
 		return setError(npurtErrorInvalidValue, std::string(api) + ": graph node " +
 		                                                std::to_string((*n)->id) +
 		                                                " is not of this type");
+	return npurtSuccess;
+}
+
+// An executable graph's kernel, memcpy or memset node: the ones that can be
+// disabled (as CUDA's).
+npurtError_t switchableNode(npurtGraphExec_t exec, npurtGraphNode_t node, GraphExec **e,
+                            GraphNode **n, const char *api)
+{
+	if (npurtError_t err = findExecNode(exec, node, e, n, api))
+		return err;
+	const npurtGraphNodeType t = (*n)->p.type;
+	if (t != npurtGraphNodeTypeKernel && t != npurtGraphNodeTypeMemcpy &&
+	    t != npurtGraphNodeTypeMemset)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": graph node " + std::to_string((*n)->id) +
+		                        " is not a kernel, memcpy or memset node (only those can "
+		                        "be disabled)");
 	return npurtSuccess;
 }
 
@@ -1468,6 +1494,39 @@ npurtError_t npurtGraphExecEventWaitNodeSetEvent(npurtGraphExec_t hGraphExec,
 	return guarded(api, [&] {
 		return onExecNode(hGraphExec, hNode, npurtGraphNodeTypeWaitEvent, api,
 		                  [&](Context &, GraphNode &n) { return setEvent(n, event, api); });
+	});
+}
+
+npurtError_t npurtGraphNodeSetEnabled(npurtGraphExec_t hGraphExec, npurtGraphNode_t hNode,
+                                      unsigned int isEnabled)
+{
+	const char *api = "npurtGraphNodeSetEnabled";
+	return guarded(api, [&] {
+		GraphExec *e = nullptr;
+		GraphNode *n = nullptr;
+		if (npurtError_t err = switchableNode(hGraphExec, hNode, &e, &n, api))
+			return err;
+		if (n->enabled != (isEnabled != 0)) {
+			n->enabled = isEnabled != 0;
+			e->replan();
+		}
+		return npurtSuccess;
+	});
+}
+
+npurtError_t npurtGraphNodeGetEnabled(npurtGraphExec_t hGraphExec, npurtGraphNode_t hNode,
+                                      unsigned int *isEnabled)
+{
+	const char *api = "npurtGraphNodeGetEnabled";
+	return guarded(api, [&] {
+		if (!isEnabled)
+			return nullArgument(api, "isEnabled");
+		GraphExec *e = nullptr;
+		GraphNode *n = nullptr;
+		if (npurtError_t err = switchableNode(hGraphExec, hNode, &e, &n, api))
+			return err;
+		*isEnabled = n->enabled ? 1 : 0;
+		return npurtSuccess;
 	});
 }
 

@@ -458,6 +458,8 @@ std::shared_ptr<const GraphPlan> buildPlan(const Graph &g)
 				visit(*p.child, id);
 				continue;
 			}
+			if (!n->enabled)
+				continue;  // disabled: an empty node (edges are in the order)
 			for (const GraphTask &t : p.tasks)
 				run.push_back({&t, id, t.engineClass});
 			PlanStep step;

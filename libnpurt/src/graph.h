@@ -62,6 +62,9 @@ public:
 	NodeParams p;
 	std::vector<GraphNode *> deps;  // incoming edges
 	std::vector<GraphNode *> dependents;  // outgoing edges
+	// An executable graph's node: false while npurtGraphNodeSetEnabled
+	// has it run as an empty node.
+	bool enabled = true;
 };
 
 // The memory of a graph's alloc nodes: shared by the graph, its clones and

@@ -975,6 +975,81 @@ TEST_F(Graphs, ExecUpdateBetweenLaunches)
 	EXPECT_EQ(npurtGraphExecDestroy(exec), npurtSuccess);
 }
 
+// npurtGraphNodeSetEnabled: a disabled node runs as an empty node, keeps
+// (and takes) its parameters, and comes back when enabled.
+TEST_F(Graphs, DisabledNodesRunAsEmptyNodes)
+{
+	float *x = buf_[2], *y = buf_[3];
+	ASSERT_EQ(npurtMemset(y, 0, kN * 4), npurtSuccess);
+	npurtGraph_t g = captureSetAndAdd(s_[0], x, y, 0x3f800000);  // x = 1; y += x
+	npurtGraphNode_t nodes[2] = {};
+	size_t n = 2;
+	ASSERT_EQ(npurtGraphGetNodes(g, nodes, &n), npurtSuccess);
+	npurtGraphNode_t set = nodes[0], add = nodes[1];
+	npurtGraphNode_t empty = nullptr;
+	ASSERT_EQ(npurtGraphAddEmptyNode(&empty, g, &add, 1), npurtSuccess);
+	npurtGraphExec_t exec = nullptr;
+	ASSERT_EQ(npurtGraphInstantiate(&exec, g, 0), npurtSuccess);
+	unsigned on = 7;
+	ASSERT_EQ(npurtGraphNodeGetEnabled(exec, add, &on), npurtSuccess);
+	EXPECT_EQ(on, 1u) << "nodes start enabled";
+
+	ASSERT_EQ(npurtGraphNodeSetEnabled(exec, add, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphNodeGetEnabled(exec, add, &on), npurtSuccess);
+	EXPECT_EQ(on, 0u);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(x, 1.0f)) << "the memset ran";
+	EXPECT_TRUE(holds(y, 0.0f)) << "the disabled op did not";
+
+	// The other way round; x set outside the graph stays.
+	ASSERT_EQ(npurtGraphNodeSetEnabled(exec, set, 0), npurtSuccess);
+	ASSERT_EQ(npurtGraphNodeSetEnabled(exec, add, 5), npurtSuccess);  // any non-zero
+	fill(x, 5.0f);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 5.0f));
+
+	// Parameters set while disabled are used once enabled.
+	npurtMemsetParams mp{};
+	mp.dst = x;
+	mp.value = 0x40000000;  // 2.0f
+	mp.elementSize = 4;
+	mp.width = kN;
+	mp.height = 1;
+	ASSERT_EQ(npurtGraphExecMemsetNodeSetParams(exec, set, &mp), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 10.0f)) << "still disabled: x is 5";
+	ASSERT_EQ(npurtGraphNodeSetEnabled(exec, set, 1), npurtSuccess);
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 12.0f));
+
+	// Refused: other node types, nodes of other graphs, no result pointer,
+	// a destroyed exec; nothing changes.
+	EXPECT_EQ(npurtGraphNodeSetEnabled(exec, empty, 0), npurtErrorInvalidValue);
+	EXPECT_NE(lastMessage().find("not a kernel, memcpy or memset node"), std::string::npos)
+	        << lastMessage();
+	EXPECT_EQ(npurtGraphNodeGetEnabled(exec, empty, &on), npurtErrorInvalidValue);
+	npurtGraph_t other = captureSetAndAdd(s_[0], x, y, 0);
+	npurtGraphNode_t foreign[2] = {};
+	n = 2;
+	ASSERT_EQ(npurtGraphGetNodes(other, foreign, &n), npurtSuccess);
+	EXPECT_EQ(npurtGraphNodeSetEnabled(exec, foreign[1], 0), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphNodeGetEnabled(exec, add, nullptr), npurtErrorInvalidValue);
+	EXPECT_EQ(npurtGraphNodeSetEnabled(nullptr, add, 0), npurtErrorInvalidValue);
+	npurtGetLastError();
+	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
+	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);
+	EXPECT_TRUE(holds(y, 14.0f)) << "both nodes still enabled";
+	EXPECT_EQ(npurtGraphExecDestroy(exec), npurtSuccess);
+	EXPECT_EQ(npurtGraphNodeSetEnabled(exec, add, 0), npurtErrorInvalidValue);
+	npurtGetLastError();
+	EXPECT_EQ(npurtGraphDestroy(other), npurtSuccess);
+	EXPECT_EQ(npurtGraphDestroy(g), npurtSuccess);
+}
+
 TEST_F(Graphs, GraphMemoryKeepsItsAddressAcrossLaunches)
 {
 	float *out = buf_[3];

@@ -1639,6 +1639,15 @@ NPURT_API npurtError_t npurtGraphExecEventWaitNodeSetEvent(npurtGraphExec_t hGra
 NPURT_API npurtError_t npurtGraphExecChildGraphNodeSetParams(npurtGraphExec_t hGraphExec,
                                                              npurtGraphNode_t node,
                                                              npurtGraph_t childGraph);
+/* Disables (isEnabled 0) or enables again a kernel, memcpy or memset node
+ * of an executable graph (hNode: of the graph it was made from): a disabled
+ * node runs as an empty node (its edges still order the others) until it
+ * is enabled; its parameters stay and may still be set. Other node types
+ * are npurtErrorInvalidValue. Nodes start enabled. */
+NPURT_API npurtError_t npurtGraphNodeSetEnabled(npurtGraphExec_t hGraphExec, npurtGraphNode_t hNode,
+                                                unsigned int isEnabled);
+NPURT_API npurtError_t npurtGraphNodeGetEnabled(npurtGraphExec_t hGraphExec, npurtGraphNode_t hNode,
+                                                unsigned int *isEnabled);
 
 /* The synchronous calls on the calling thread's per-thread default stream,
  * which NPURT_API_PER_THREAD_DEFAULT_STREAM makes npurtMemcpy, npurtMemcpy2D,

@@ -24,6 +24,41 @@ def test_autocast_says_what_torch_lacks():
         npu.amp.GradScaler()
 
 
+@pytest.mark.no_npu_ok
+def test_amp_imports_as_torch_cuda_amp():
+    from torch.npu.amp import GradScaler, autocast, custom_bwd, custom_fwd
+    assert autocast is npu.amp.autocast and GradScaler is npu.amp.GradScaler
+    assert callable(custom_fwd) and callable(custom_bwd)
+    assert set(npu.amp.__all__) == {"autocast", "GradScaler", "custom_fwd", "custom_bwd"}
+
+
+@pytest.mark.skipif(not AUTOCAST or not hasattr(torch.amp, "custom_fwd"),
+                    reason="torch %s: no device-generic custom_fwd" % torch.__version__)
+def test_custom_fwd_and_bwd(dev):
+    class MatMul(torch.autograd.Function):
+        @staticmethod
+        @torch.npu.amp.custom_fwd(cast_inputs=torch.float32)
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            # Autocast is off inside: the product stays float32.
+            return a.mm(b)
+
+        @staticmethod
+        @torch.npu.amp.custom_bwd
+        def backward(ctx, grad):
+            a, b = ctx.saved_tensors
+            return grad.mm(b.t()), a.t().mm(grad)
+
+    a = torch.randn(4, 8, device=dev, requires_grad=True)
+    b = torch.randn(8, 2, device=dev, dtype=torch.half, requires_grad=True)
+    with torch.npu.amp.autocast():
+        assert a.mm(a.t()).dtype == torch.float16
+        out = MatMul.apply(a, b)
+    assert out.dtype == torch.float32
+    out.sum().backward()
+    assert a.grad.shape == a.shape and b.grad.dtype == torch.half
+
+
 @needs_autocast
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_autocast_casts_by_policy(dev, dtype):

@@ -201,6 +201,52 @@ def test_npu_generator_refuses_what_cuda_refuses(dev):
         torch.Generator(device=torch.device("npu", npu.device_count() + 2))
 
 
+@pytest.mark.no_npu_ok
+def test_submodules_import_as_torch_cudas():
+    import importlib
+
+    from torch.npu.graphs import NPUGraph, make_graphed_callables  # noqa: F401
+    from torch.npu.memory import _record_memory_history, memory_allocated  # noqa: F401
+    from torch.npu.streams import Event, ExternalStream, Stream  # noqa: F401
+    assert torch.npu is npu
+    assert torch.npu.memory.memory_allocated is npu.memory_allocated
+    assert torch.npu.memory._set_allocator_settings is npu._set_allocator_settings
+    assert importlib.import_module("torch.npu.random").manual_seed is npu.manual_seed
+    assert Stream is npu.Stream and NPUGraph is npu.NPUGraph
+    for name in ("amp", "memory", "random", "streams", "graphs"):
+        mod = getattr(npu, name)
+        assert all(hasattr(mod, a) for a in mod.__all__), name
+
+
+@pytest.mark.no_npu_ok
+def test_torch_npus_knobs_are_taken():
+    # Scripts written for torch_npu set these first.
+    npu.set_compile_mode(jit_compile=False)
+    npu.set_compile_mode(jit_compile=True)
+    with pytest.raises(TypeError, match="bool"):
+        npu.set_compile_mode(jit_compile="no")
+    assert npu.config.allow_internal_format is False
+    npu.config.allow_internal_format = True
+    assert npu.config.allow_internal_format is True
+    npu.config.allow_internal_format = False
+    with pytest.raises(TypeError, match="bool"):
+        npu.config.allow_internal_format = 1
+    npu.ipc_collect()
+
+
+@pytest.mark.no_npu_ok
+def test_torch_npus_environment_is_translated():
+    from torch_npurt._environ import translate_torch_npu_environment
+    env = {"ASCEND_RT_VISIBLE_DEVICES": "1,0", "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
+    translate_torch_npu_environment(env)
+    assert env["NPURT_VISIBLE_DEVICES"] == "1,0"
+    assert env["NPURT_ALLOC_CONF"] == "expandable_segments:True"
+    # libnpurt's own names win.
+    env = {"ASCEND_RT_VISIBLE_DEVICES": "1", "NPURT_VISIBLE_DEVICES": "0"}
+    translate_torch_npu_environment(env)
+    assert env["NPURT_VISIBLE_DEVICES"] == "0"
+
+
 def test_fork_after_start_is_a_bad_fork(dev):
     torch.ones(1, device=dev)  # the runtime is started
     assert not npu._is_in_bad_fork()

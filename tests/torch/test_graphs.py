@@ -1,5 +1,6 @@
 """NPUGraph capture and replay (torch.npu.graph), its private memory pool,
 make_graphed_callables, and the errors of each call."""
+import copy
 import threading
 
 import pytest
@@ -253,20 +254,33 @@ def test_make_graphed_callables(dev):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
                                 torch.nn.Linear(32, 4)).to(dev)
+    ref = copy.deepcopy(model).cpu()
     sample = torch.randn(8, 16).to(dev)
     with pytest.raises(RuntimeError, match="inference"):
         npu.make_graphed_callables(model, (sample,))
     with torch.no_grad():
         graphed = npu.make_graphed_callables(model, (sample,))
+        # The module itself, as torch's (m = m.eval() keeps the graph).
+        assert graphed is model
         for _ in range(3):
             xin = torch.randn(8, 16)
             out = graphed(xin.to(dev))
-            assert_close(out.cpu(), model(xin.to(dev)).cpu(),
-                         rtol=1e-4, atol=1e-4)
+            assert_close(out.cpu(), ref(xin), rtol=1e-4, atol=1e-4)
         with pytest.raises(ValueError, match="captured for"):
             graphed(torch.randn(4, 16).to(dev))
+        with pytest.raises(TypeError, match="positionally"):
+            graphed(input=sample)
+        # Another training mode runs the module's own forward.
+        xin = torch.randn(4, 16)
+        assert graphed.eval() is model
+        assert_close(model(xin.to(dev)).cpu(), ref(xin), rtol=1e-4, atol=1e-4)
+        model.train()
     with pytest.raises(RuntimeError, match="no_grad"):
         graphed(sample)
+    # A function is graphed as a callable.
+    f = npu.make_graphed_callables(lambda t: t * 2 + 1, (sample,))
+    assert_close(f(sample).cpu(), sample.cpu() * 2 + 1)
+    assert isinstance(f.graph, npu.NPUGraph)
 
 
 def test_replay_runs_on_the_capture_device_whatever_is_current():

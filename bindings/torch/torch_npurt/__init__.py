@@ -20,10 +20,9 @@ import sys
 
 import torch
 
-# torch_npu's name for the pool's settings; libnpurt reads NPURT_ALLOC_CONF
-# when it starts (at the first NPU call), which wins when both are set.
-if "PYTORCH_NPU_ALLOC_CONF" in os.environ and "NPURT_ALLOC_CONF" not in os.environ:
-    os.environ["NPURT_ALLOC_CONF"] = os.environ["PYTORCH_NPU_ALLOC_CONF"]
+from ._environ import translate_torch_npu_environment
+
+translate_torch_npu_environment(os.environ)
 
 from . import _C  # noqa: E402  registers the kernels, allocator and device guard
 from . import npu
@@ -46,8 +45,15 @@ if _TORCH_2:
     _patches.install_torch2()
 else:
     DEVICE_TYPE = "privateuseone"
+    # torch.npu, as torch_npu gives it on 1.13 (torch has no device
+    # module registry there).
+    torch.npu = npu
+    sys.modules["torch.npu"] = npu
     _patches.install()
 npu._DEVICE_TYPE = DEVICE_TYPE
+# `from torch.npu.amp import autocast` and the like.
+for _name in npu._SUBMODULE_NAMES:
+    sys.modules["torch.npu." + _name] = getattr(npu, _name)
 _patches.install_common()
 _serialization.install()
 _C._set_internal_prefixes([os.path.dirname(torch.__file__) + os.sep,

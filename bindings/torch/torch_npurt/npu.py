@@ -11,6 +11,7 @@ import pickle
 import re
 import sys
 import threading
+import types
 import warnings
 
 import torch
@@ -37,6 +38,7 @@ __all__ = [
     "profiler", "set_call_sites", "call_sites",
     "NPUGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
     "make_graphed_callables", "amp", "get_amp_supported_dtype", "is_bf16_supported",
+    "set_compile_mode", "config", "ipc_collect",
     "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
     "set_rng_state_all", "init", "is_initialized", "memory",
     "utilization", "memory_usage", "device_memory_used", "clock_rate", "list_gpu_processes",
@@ -862,8 +864,10 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3,
     Each callable is run `num_warmup_iters` times on its sample args on a
     side stream, then captured; the returned callable copies its arguments
     into the graph's static inputs, replays, and returns the static outputs
-    (replaced at the next call, as torch's). A tuple of callables shares
-    one pool and is captured in order.
+    (replaced at the next call, as torch's). A module is returned itself,
+    its forward replaced: the graph while the module is in the training
+    mode it was captured in, its own forward otherwise (as torch's). A
+    tuple of callables shares one pool and is captured in order.
 
     Only inference is graphed: the backward of an NPU graph cannot be
     captured (the autograd engine runs NPU backward work on the default
@@ -904,8 +908,27 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3,
         g = NPUGraph()
         with graph(g, pool=pool, stream=side):
             static_out = fn(*static_in)
-        graphed.append(_Graphed(fn, g, static_in, static_out, params))
+        call = _Graphed(fn, g, static_in, static_out, params)
+        if isinstance(fn, torch.nn.Module):
+            # As torch's: the module itself, its forward replaced.
+            fn.forward = _graphed_forward(fn, fn.training, call, fn.forward)
+            graphed.append(fn)
+        else:
+            graphed.append(call)
     return graphed[0] if single else tuple(graphed)
+
+
+def _graphed_forward(module, training, call, original):
+    """A graphed module's forward, as torch's: its graph while the module is
+    in the training mode it was captured in, its own forward otherwise."""
+    def forward(*args, **kwargs):
+        if module.training != training:
+            return original(*args, **kwargs)
+        if kwargs:
+            raise TypeError("the graphed module takes its inputs positionally, as "
+                            "they were captured (got %s)" % sorted(kwargs))
+        return call(*args)
+    return forward
 
 
 class _Graphed:
@@ -934,8 +957,6 @@ class _Graphed:
         self.graph.replay()
         return self.static_outputs
 
-    def __getattr__(self, name):
-        return getattr(self._fn, name)
 
 
 # --------------------------------------------------------------- call sites
@@ -1011,7 +1032,6 @@ class _Memory:
             pickle.dump(_Memory._snapshot(), f)
 
 
-memory = _Memory()
 
 
 # ----------------------------------------------------------------- autocast
@@ -1068,8 +1088,28 @@ class _Amp:
             _need_autocast()
             raise RuntimeError("torch %s has no torch.amp.GradScaler" % torch.__version__)
 
+    @staticmethod
+    def custom_fwd(fwd=None, *, cast_inputs=None):
+        """torch.cuda.amp.custom_fwd's decorator for the NPU:
+        torch.amp.custom_fwd(device_type="npu") (torch >= 2.4)."""
+        _need_custom_amp("custom_fwd")
+        return torch.amp.custom_fwd(fwd, device_type=_DEVICE_TYPE, cast_inputs=cast_inputs)
 
-amp = _Amp()
+    @staticmethod
+    def custom_bwd(bwd=None):
+        """torch.cuda.amp.custom_bwd's decorator for the NPU:
+        torch.amp.custom_bwd(device_type="npu") (torch >= 2.4)."""
+        _need_custom_amp("custom_bwd")
+        return torch.amp.custom_bwd(bwd, device_type=_DEVICE_TYPE)
+
+
+def _need_custom_amp(name):
+    _need_autocast()
+    if not hasattr(torch.amp, name):
+        raise RuntimeError("torch %s has no device-generic torch.amp.%s (torch >= 2.4)"
+                           % (torch.__version__, name))
+
+
 
 
 # -------------------------------------------------------------------- seeds
@@ -1155,3 +1195,88 @@ def _is_in_bad_fork():
     child cannot use the NPUs (as CUDA's bad fork); torch.manual_seed asks
     before seeding the device."""
     return _forked_after_start
+
+
+# ------------------------------------------------------- torch_npu's knobs
+
+def set_compile_mode(jit_compile=False):
+    """torch_npu's switch between compiling operators at run time and its
+    prebuilt binaries. The NPU's operators are fixed (the op set of
+    libnpurt): nothing is compiled either way, so this only checks its
+    argument, for scripts written for torch_npu."""
+    if not isinstance(jit_compile, bool):
+        raise TypeError("jit_compile must be a bool, not %r" % (jit_compile,))
+
+
+class _Config:
+    """torch.npu.config, as torch_npu's. allow_internal_format: torch_npu's
+    private tensor layouts (NZ, ...); this NPU has none, so tensors keep
+    torch's layouts whatever it is set to."""
+
+    def __init__(self):
+        self._internal = False
+
+    @property
+    def allow_internal_format(self):
+        return self._internal
+
+    @allow_internal_format.setter
+    def allow_internal_format(self, value):
+        if not isinstance(value, bool):
+            raise TypeError("allow_internal_format must be a bool, not %r" % (value,))
+        self._internal = value
+
+
+config = _Config()
+
+
+def ipc_collect():
+    """torch.cuda.ipc_collect: frees device memory that other processes
+    received through torch.multiprocessing and no longer use. NPU tensors
+    are not shared between processes that way (libnpurt's IPC handles are
+    for code that calls it directly), so there is nothing to free."""
+
+
+# --------------------------------------------------------- submodules
+
+# torch.cuda's submodules, as modules: `from torch.npu.amp import autocast`
+# and `torch.npu.memory.memory_allocated()` work as with torch.cuda (the
+# package also registers them as torch.npu.<name>).
+_SUBMODULE_NAMES = {
+    "amp": ("autocast", "GradScaler", "custom_fwd", "custom_bwd"),
+    "memory": (
+        "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+        "memory_cached", "max_memory_cached", "memory_stats", "memory_stats_as_nested_dict",
+        "host_memory_stats", "memory_summary", "memory_snapshot", "reset_peak_memory_stats",
+        "reset_accumulated_memory_stats", "reset_max_memory_allocated",
+        "reset_max_memory_cached", "empty_cache", "mem_get_info",
+        "set_per_process_memory_fraction", "get_per_process_memory_fraction",
+        "list_gpu_processes", "get_allocator_backend", "caching_allocator_alloc",
+        "caching_allocator_delete", "_set_allocator_settings", "_record_memory_history",
+        "_snapshot", "_dump_snapshot"),
+    "random": ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
+               "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all"),
+    "streams": ("Stream", "ExternalStream", "Event"),
+    "graphs": ("NPUGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
+               "make_graphed_callables"),
+}
+
+
+def _submodule(name, doc, source):
+    mod = types.ModuleType(__name__ + "." + name, doc)
+    for attr in _SUBMODULE_NAMES[name]:
+        setattr(mod, attr, source(attr))
+    mod.__all__ = [a for a in _SUBMODULE_NAMES[name] if not a.startswith("_")]
+    sys.modules[mod.__name__] = mod
+    return mod
+
+
+amp = _submodule("amp", _Amp.__doc__, lambda a: getattr(_Amp, a))
+memory = _submodule("memory", "torch.npu.memory: the pool's statistics and settings, and "
+                    "the snapshots https://pytorch.org/memory_viz reads.",
+                    lambda a: getattr(_Memory, a, None) or globals()[a])
+random = _submodule("random", "torch.npu.random: the seeds and states NPU random ops use.",
+                    globals().get)
+streams = _submodule("streams", "torch.npu.streams: Stream, ExternalStream, Event.",
+                     globals().get)
+graphs = _submodule("graphs", "torch.npu.graphs: NPUGraph and its helpers.", globals().get)

@@ -1,0 +1,18 @@
+"""torch_npu's environment variables, for scripts and launchers written for
+it, read by libnpurt under its own names when it starts (at the first NPU
+call). libnpurt's names win when both are set."""
+
+_NAMES = {
+    # The pool's settings (PYTORCH_CUDA_ALLOC_CONF's syntax).
+    "PYTORCH_NPU_ALLOC_CONF": "NPURT_ALLOC_CONF",
+    # Which NPUs the process sees, in which order (CUDA_VISIBLE_DEVICES's).
+    "ASCEND_RT_VISIBLE_DEVICES": "NPURT_VISIBLE_DEVICES",
+}
+
+
+def translate_torch_npu_environment(environ):
+    """Sets libnpurt's name of each torch_npu variable in `environ` (a
+    mapping such as os.environ) that libnpurt's own does not override."""
+    for theirs, ours in _NAMES.items():
+        if theirs in environ and ours not in environ:
+            environ[ours] = environ[theirs]

@@ -223,25 +223,21 @@ npurtOpDesc opOfPacket(const std::vector<uint8_t> &packet)
 	return d;
 }
 
-// An executable graph and its node for a node of the graph it was made from.
-npurtError_t findExecNode(npurtGraphExec_t exec, npurtGraphNode_t node, GraphExec **e,
-                          GraphNode **n, const char *api)
+npurtError_t notAnExecNode(const char *api)
 {
-	if (npurtError_t err = npurt::resolveExec(exec, e, api))
-		return err;
-	*n = (*e)->mine(node);
-	if (!*n)
-		return setError(npurtErrorInvalidValue,
-		                std::string(api) + ": not a node of the graph the executable graph "
-		                                   "was made from");
-	return npurtSuccess;
+	return setError(npurtErrorInvalidValue,
+	                std::string(api) + ": not a node of the graph the executable graph "
+	                                   "was made from");
 }
 
 npurtError_t execNode(npurtGraphExec_t exec, npurtGraphNode_t node, npurtGraphNodeType type,
                       GraphExec **e, GraphNode **n, const char *api)
 {
-	if (npurtError_t err = findExecNode(exec, node, e, n, api))
+	if (npurtError_t err = npurt::resolveExec(exec, e, api))
 		return err;
+	*n = (*e)->mine(node);
+	if (!*n)
+		return notAnExecNode(api);
 	if ((*n)->p.type != type)
 		return setError(npurtErrorInvalidValue, std::string(api) + ": graph node " +
 		                                                std::to_string((*n)->id) +
@@ -254,8 +250,11 @@ npurtError_t execNode(npurtGraphExec_t exec, npurtGraphNode_t node, npurtGraphNo
 npurtError_t switchableNode(npurtGraphExec_t exec, npurtGraphNode_t node, GraphExec **e,
                             GraphNode **n, const char *api)
 {
-	if (npurtError_t err = findExecNode(exec, node, e, n, api))
+	if (npurtError_t err = npurt::resolveExec(exec, e, api))
 		return err;
+	*n = (*e)->mine(node);
+	if (!*n)
+		return notAnExecNode(api);
 	const npurtGraphNodeType t = (*n)->p.type;
 	if (t != npurtGraphNodeTypeKernel && t != npurtGraphNodeTypeMemcpy &&
 	    t != npurtGraphNodeTypeMemset)

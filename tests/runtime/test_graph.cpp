@@ -907,6 +907,18 @@ npurtGraph_t captureSetAndAdd(npurtStream_t s, float *x, float *y, unsigned valu
 	return g;
 }
 
+// A memset node's parameters: kN floats of x set to the float of bits.
+npurtMemsetParams setFloats(float *x, unsigned bits)
+{
+	npurtMemsetParams mp{};
+	mp.dst = x;
+	mp.value = bits;
+	mp.elementSize = 4;
+	mp.width = kN;
+	mp.height = 1;
+	return mp;
+}
+
 TEST_F(Graphs, ExecUpdateBetweenLaunches)
 {
 	float *x = buf_[2], *y = buf_[3];
@@ -929,12 +941,7 @@ TEST_F(Graphs, ExecUpdateBetweenLaunches)
 	npurtGraphNode_t nodes[2] = {};
 	size_t n = 2;
 	ASSERT_EQ(npurtGraphGetNodes(g2, nodes, &n), npurtSuccess);
-	npurtMemsetParams mp{};
-	mp.dst = x;
-	mp.value = 0x41000000;  // 8.0f
-	mp.elementSize = 4;
-	mp.width = kN;
-	mp.height = 1;
+	npurtMemsetParams mp = setFloats(x, 0x41000000);  // 8.0f
 	ASSERT_EQ(npurtGraphExecMemsetNodeSetParams(exec, nodes[0], &mp), npurtSuccess)
 	        << lastMessage();
 	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
@@ -1011,12 +1018,7 @@ TEST_F(Graphs, DisabledNodesRunAsEmptyNodes)
 	EXPECT_TRUE(holds(y, 5.0f));
 
 	// Parameters set while disabled are used once enabled.
-	npurtMemsetParams mp{};
-	mp.dst = x;
-	mp.value = 0x40000000;  // 2.0f
-	mp.elementSize = 4;
-	mp.width = kN;
-	mp.height = 1;
+	npurtMemsetParams mp = setFloats(x, 0x40000000);  // 2.0f
 	ASSERT_EQ(npurtGraphExecMemsetNodeSetParams(exec, set, &mp), npurtSuccess) << lastMessage();
 	ASSERT_EQ(npurtGraphLaunch(exec, s_[0]), npurtSuccess);
 	ASSERT_EQ(npurtStreamSynchronize(s_[0]), npurtSuccess);

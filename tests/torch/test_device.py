@@ -247,6 +247,28 @@ def test_torch_npus_environment_is_translated():
     assert env["NPURT_VISIBLE_DEVICES"] == "0"
 
 
+def test_legacy_tensor_types(dev):
+    t = npu.FloatTensor(2, 3)
+    assert t.shape == (2, 3) and t.dtype == torch.float32 and t.device == dev
+    assert isinstance(t, npu.FloatTensor) and not isinstance(t, npu.LongTensor)
+    assert not isinstance(torch.ones(2), npu.FloatTensor)
+    assert npu.LongTensor([1, 2]).cpu().tolist() == [1, 2]
+    assert npu.HalfTensor(torch.Size([4])).dtype == torch.half
+    assert npu.FloatTensor().numel() == 0
+    assert npu.BoolTensor(torch.tensor([0, 2])).cpu().tolist() == [False, True]
+    with pytest.raises(TypeError, match="expected sizes"):
+        npu.FloatTensor(2, "a")
+    # Tensor.type with them, as with torch.cuda's; torch's own forms stay.
+    x = torch.arange(4)
+    y = x.type(npu.FloatTensor)
+    assert y.device == dev and y.dtype == torch.float32
+    assert y.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert y.type("torch.npu.LongTensor").dtype == torch.int64
+    assert y.type(torch.float64).dtype == torch.float64
+    assert x.type(torch.FloatTensor).dtype == torch.float32
+    assert isinstance(y.type(), str)
+
+
 def test_fork_after_start_is_a_bad_fork(dev):
     torch.ones(1, device=dev)  # the runtime is started
     assert not npu._is_in_bad_fork()

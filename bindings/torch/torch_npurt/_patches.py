@@ -249,10 +249,33 @@ def _wrap_backward(fn):
 
 def install_common():
     """What both torch 1.13 and 2.x need: stream waits around backward,
-    and Tensor.record_stream taking our streams."""
+    Tensor.record_stream taking our streams, and Tensor.type taking the
+    legacy NPU types."""
     torch.autograd.backward = _wrap_backward(torch.autograd.backward)
     torch.autograd.grad = _wrap_backward(torch.autograd.grad)
     _install_record_stream()
+    _install_legacy_type()
+
+
+def _install_legacy_type():
+    """tensor.type(torch.npu.FloatTensor) and tensor.type("torch.npu.FloatTensor"),
+    as torch.cuda's legacy types: a tensor of that dtype on its NPU (the
+    current one for a tensor elsewhere)."""
+    from . import npu
+
+    legacy = torch.Tensor.type
+
+    @functools.wraps(legacy)
+    def type_(self, dtype=None, non_blocking=False, **kwargs):
+        cls = npu._legacy_type(dtype)
+        if cls is None:
+            if dtype is None:
+                return legacy(self, **kwargs)
+            return legacy(self, dtype, non_blocking, **kwargs)
+        device = self.device if self.device.type == npu._DEVICE_TYPE else npu.torch_device()
+        return self.to(device=device, dtype=cls.dtype, non_blocking=non_blocking)
+
+    torch.Tensor.type = type_
 
 
 def _install_record_stream():

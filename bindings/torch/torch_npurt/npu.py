@@ -1197,6 +1197,69 @@ def _is_in_bad_fork():
     return _forked_after_start
 
 
+# ------------------------------------------------ legacy tensor types
+
+class _TensorTypeMeta(type):
+    """isinstance(t, torch.npu.FloatTensor): an NPU tensor of that dtype, as
+    torch.cuda's legacy types answer."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, torch.Tensor) and obj.device.type == _DEVICE_TYPE and \
+            obj.dtype == cls.dtype
+
+    def __repr__(cls):
+        return "<class 'torch.npu.%s'>" % cls.__name__
+
+
+class _TensorType(metaclass=_TensorTypeMeta):
+    """A legacy typed-tensor constructor (torch.cuda.FloatTensor's forms):
+    ``T()`` is empty, ``T(2, 3)`` or ``T(torch.Size([2, 3]))`` uninitialised,
+    ``T([1, 2])`` from data; on the current NPU, or `device`."""
+
+    dtype = None
+    is_npu = True
+
+    def __new__(cls, *args, device=None):
+        dev = torch_device(_index(device))
+        if len(args) == 1 and not isinstance(args[0], int):
+            data = args[0]
+            if isinstance(data, torch.Size):
+                return torch.empty(data, dtype=cls.dtype, device=dev)
+            if isinstance(data, torch.Tensor):
+                return data.to(device=dev, dtype=cls.dtype)
+            return torch.tensor(data, dtype=cls.dtype, device=dev)
+        if not all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+            raise TypeError("%s(): expected sizes (ints), a torch.Size, a sequence or a "
+                            "tensor, got %r" % (cls.__name__, args))
+        return torch.empty(args or (0,), dtype=cls.dtype, device=dev)
+
+
+def _tensor_type(name, dtype):
+    return _TensorTypeMeta(name, (_TensorType,), {"dtype": dtype, "__module__": "torch.npu"})
+
+
+_TENSOR_TYPES = {
+    "FloatTensor": torch.float32, "DoubleTensor": torch.float64, "HalfTensor": torch.float16,
+    "BFloat16Tensor": torch.bfloat16, "ByteTensor": torch.uint8, "CharTensor": torch.int8,
+    "ShortTensor": torch.int16, "IntTensor": torch.int32, "LongTensor": torch.int64,
+    "BoolTensor": torch.bool,
+}
+for _name, _dtype in _TENSOR_TYPES.items():
+    globals()[_name] = _tensor_type(_name, _dtype)
+__all__ += list(_TENSOR_TYPES)
+
+
+def _legacy_type(spec):
+    """The legacy NPU type `spec` names (the class or "torch.npu.FloatTensor"),
+    else None."""
+    if isinstance(spec, _TensorTypeMeta):
+        return spec
+    if isinstance(spec, str) and spec.startswith("torch.npu.") and \
+            spec[len("torch.npu."):] in _TENSOR_TYPES:
+        return globals()[spec[len("torch.npu."):]]
+    return None
+
+
 # ------------------------------------------------------- torch_npu's knobs
 
 def set_compile_mode(jit_compile=False):

@@ -27,9 +27,9 @@ struct Found {
 	std::unique_ptr<Device> device;
 };
 
-// Parses NPURT_VISIBLE_DEVICES ("0,2"): the driver indices to expose, in
-// that order. Returns false with a message on a malformed list.
-bool parseVisible(const char *env, std::vector<uint32_t> &out, std::string &msg)
+// Parses the visible-devices variable `name` ("0,2"): the driver indices to
+// expose, in that order. Returns false with a message on a malformed list.
+bool parseVisible(const char *name, const char *env, std::vector<uint32_t> &out, std::string &msg)
 {
 	std::stringstream ss(env);
 	std::string tok;
@@ -39,13 +39,12 @@ bool parseVisible(const char *env, std::vector<uint32_t> &out, std::string &msg)
 		errno = 0;
 		unsigned long v = std::strtoul(tok.c_str(), &end, 10);
 		if (tok.empty() || *end || errno || v > 0xffff || tok[0] == '-') {
-			msg = "NPURT_VISIBLE_DEVICES='" + std::string(env) + "': '" + tok +
+			msg = std::string(name) + "='" + env + "': '" + tok +
 			      "' is not a device index";
 			return false;
 		}
 		if (!seen.insert(static_cast<uint32_t>(v)).second) {
-			msg = "NPURT_VISIBLE_DEVICES='" + std::string(env) + "' lists device " +
-			      tok + " twice";
+			msg = std::string(name) + "='" + env + "' lists device " + tok + " twice";
 			return false;
 		}
 		out.push_back(static_cast<uint32_t>(v));
@@ -177,9 +176,21 @@ npurtError_t Runtime::discover()
 	std::sort(devices.begin(), devices.end(),
 	          [](const Found &a, const Found &b) { return a.index < b.index; });
 
-	if (const char *env = std::getenv("NPURT_VISIBLE_DEVICES"); env && *env) {
+	// CANN's name too, for programs and launchers written for Ascend NPUs
+	// (ours wins). Set but empty hides every NPU, as CUDA_VISIBLE_DEVICES.
+	const char *visibleName = "NPURT_VISIBLE_DEVICES";
+	const char *env = std::getenv(visibleName);
+	if (!env) {
+		visibleName = "ASCEND_RT_VISIBLE_DEVICES";
+		env = std::getenv(visibleName);
+	}
+	if (env && !*env) {
+		startMessage_ = std::string(visibleName) + " is set but empty: no NPU is visible";
+		return npurtErrorNoDevice;
+	}
+	if (env) {
 		std::vector<uint32_t> visible;
-		if (!parseVisible(env, visible, startMessage_))
+		if (!parseVisible(visibleName, env, visible, startMessage_))
 			return npurtErrorInvalidValue;
 		std::vector<Found> kept;
 		for (uint32_t idx : visible) {
@@ -188,7 +199,7 @@ npurtError_t Runtime::discover()
 				        return f.index == idx && f.device;
 			        });
 			if (it == devices.end()) {
-				startMessage_ = "NPURT_VISIBLE_DEVICES names device " +
+				startMessage_ = std::string(visibleName) + " names device " +
 				                std::to_string(idx) + ", which does not exist";
 				return npurtErrorInvalidDevice;
 			}

@@ -24,12 +24,14 @@ protected:
 	void SetUp() override
 	{
 		unsetenv("NPURT_VISIBLE_DEVICES");
+		unsetenv("ASCEND_RT_VISIBLE_DEVICES");
 		npurtGetLastError();
 		npurtSetDevice(0);
 	}
 	void TearDown() override
 	{
 		unsetenv("NPURT_VISIBLE_DEVICES");
+		unsetenv("ASCEND_RT_VISIBLE_DEVICES");
 		npurtGetLastError();
 		npurt::Runtime::resetForTesting(nullptr);
 	}
@@ -211,6 +213,53 @@ TEST_F(Discovery, VisibleDevicesSelectsAndReorders)
 	EXPECT_EQ(p.deviceIndex, 2);
 	npurtGetDeviceProperties(&p, 1);
 	EXPECT_EQ(p.deviceIndex, 0);
+}
+
+// CANN's name, for programs written for Ascend NPUs; ours wins. Empty hides
+// every NPU, as CUDA_VISIBLE_DEVICES="" does.
+TEST_F(Discovery, VisibleDevicesUnderCannsNameAndEmpty)
+{
+	FakeSystem sys;
+	sys.nodes = {makeNode(0), makeNode(1), makeNode(2)};
+	installFake(sys);
+	setenv("ASCEND_RT_VISIBLE_DEVICES", "1", 1);
+	int n = 0;
+	ASSERT_EQ(npurtGetDeviceCount(&n), npurtSuccess);
+	ASSERT_EQ(n, 1);
+	npurtDeviceProp p{};
+	npurtGetDeviceProperties(&p, 0);
+	EXPECT_EQ(p.deviceIndex, 1);
+
+	FakeSystem both;
+	both.nodes = {makeNode(0), makeNode(1), makeNode(2)};
+	installFake(both);
+	setenv("NPURT_VISIBLE_DEVICES", "2,0", 1);
+	ASSERT_EQ(npurtGetDeviceCount(&n), npurtSuccess);
+	EXPECT_EQ(n, 2) << "NPURT_VISIBLE_DEVICES wins";
+
+	for (const char *name : {"NPURT_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES"}) {
+		FakeSystem none;
+		none.nodes = {makeNode(0), makeNode(1)};
+		installFake(none);
+		unsetenv("NPURT_VISIBLE_DEVICES");
+		setenv(name, "", 1);
+		n = -1;
+		EXPECT_EQ(npurtGetDeviceCount(&n), npurtErrorNoDevice) << name;
+		EXPECT_EQ(n, 0);
+		EXPECT_TRUE(contains(npurtGetLastErrorMessage(),
+		                     std::string(name) + " is set but empty"))
+		        << npurtGetLastErrorMessage();
+		npurtGetLastError();
+	}
+
+	FakeSystem bad;
+	bad.nodes = {makeNode(0)};
+	installFake(bad);
+	setenv("ASCEND_RT_VISIBLE_DEVICES", "0,x", 1);
+	EXPECT_EQ(npurtGetDeviceCount(&n), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(npurtGetLastErrorMessage(), "ASCEND_RT_VISIBLE_DEVICES='0,x'"))
+	        << npurtGetLastErrorMessage();
+	npurtGetLastError();
 }
 
 TEST_F(Discovery, VisibleDevicesRejectsBadLists)

@@ -179,8 +179,9 @@ NPURT_API npurtError_t npurtDriverGetVersion(int *version);
 /*
  * Devices. Ordinals are 0..count-1 in the driver's device order, filtered by
  * the NPURT_VISIBLE_DEVICES environment variable (a comma-separated list of
- * driver indices) when it is set. With no NPU, count is 0 and the call
- * returns npurtErrorNoDevice.
+ * driver indices; empty: none) when it is set, else by CANN's
+ * ASCEND_RT_VISIBLE_DEVICES. With no NPU, count is 0 and the call returns
+ * npurtErrorNoDevice.
  */
 NPURT_API npurtError_t npurtGetDeviceCount(int *count);
 NPURT_API npurtError_t npurtGetDeviceProperties(npurtDeviceProp *prop, int device);

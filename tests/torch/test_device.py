@@ -237,14 +237,14 @@ def test_torch_npus_knobs_are_taken():
 @pytest.mark.no_npu_ok
 def test_torch_npus_environment_is_translated():
     from torch_npurt._environ import translate_torch_npu_environment
-    env = {"ASCEND_RT_VISIBLE_DEVICES": "1,0", "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
+    env = {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
     translate_torch_npu_environment(env)
-    assert env["NPURT_VISIBLE_DEVICES"] == "1,0"
     assert env["NPURT_ALLOC_CONF"] == "expandable_segments:True"
-    # libnpurt's own names win.
-    env = {"ASCEND_RT_VISIBLE_DEVICES": "1", "NPURT_VISIBLE_DEVICES": "0"}
+    # libnpurt's own name wins; the visible devices libnpurt reads itself.
+    env = {"PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:64", "NPURT_ALLOC_CONF": "",
+           "ASCEND_RT_VISIBLE_DEVICES": "1"}
     translate_torch_npu_environment(env)
-    assert env["NPURT_VISIBLE_DEVICES"] == "0"
+    assert env["NPURT_ALLOC_CONF"] == "" and "NPURT_VISIBLE_DEVICES" not in env
 
 
 def test_legacy_tensor_types(dev):
@@ -265,6 +265,8 @@ def test_legacy_tensor_types(dev):
     assert y.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
     assert y.type("torch.npu.LongTensor").dtype == torch.int64
     assert y.type(torch.float64).dtype == torch.float64
+    assert x.type(dtype=npu.HalfTensor, non_blocking=True).dtype == torch.half
+    assert x.type(torch.float64, True).dtype == torch.float64
     assert x.type(torch.FloatTensor).dtype == torch.float32
     assert isinstance(y.type(), str)
 

@@ -277,6 +277,17 @@ def test_make_graphed_callables(dev):
         model.train()
     with pytest.raises(RuntimeError, match="no_grad"):
         graphed(sample)
+    # One module calling another: each is captured with the other's own
+    # forward (the forwards change after every capture, as torch's).
+    block = torch.nn.Linear(16, 16).to(dev)
+    outer = torch.nn.Sequential(block, torch.nn.ReLU()).to(dev)
+    ref_outer = copy.deepcopy(outer).cpu()
+    with torch.no_grad():
+        b2, o2 = npu.make_graphed_callables((block, outer), ((sample,), (sample,)))
+        assert b2 is block and o2 is outer
+        xin = torch.randn(8, 16)
+        assert_close(o2(xin.to(dev)).cpu(), ref_outer(xin), rtol=1e-4, atol=1e-4)
+        assert_close(b2(xin.to(dev)).cpu(), ref_outer[0](xin), rtol=1e-4, atol=1e-4)
     # A function is graphed as a callable.
     f = npu.make_graphed_callables(lambda t: t * 2 + 1, (sample,))
     assert_close(f(sample).cpu(), sample.cpu() * 2 + 1)

@@ -1,4 +1,6 @@
+import copy
 import ctypes
+import pickle
 
 import pytest
 import torch
@@ -138,6 +140,14 @@ def test_cross_stream_ordering(dev):
     npu.synchronize()
 
 
+def test_streams_copy_and_pickle_as_handles(dev):
+    s = npu.Stream()
+    assert copy.copy(s) is s and copy.deepcopy({"s": s})["s"] is s
+    back = pickle.loads(pickle.dumps(s))
+    assert back == s and type(back) is npu.Stream
+    assert pickle.loads(pickle.dumps(npu.default_stream())) == npu.default_stream()
+
+
 def test_stream_as_context_manager(dev):
     a, b = npu.Stream(), npu.Stream()
     outer = npu.current_stream()
@@ -217,6 +227,7 @@ def test_npu_streams_are_torch_streams(dev):
     with npu.stream(generic):
         assert npu.current_stream() == s
         x.add_(5)
+    assert npu.current_stream(generic) == npu.current_stream(dev)
     x.record_stream(generic)
     s.synchronize()
     assert x.sum().item() == 5000

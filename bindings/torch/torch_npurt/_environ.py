@@ -1,12 +1,11 @@
 """torch_npu's environment variables, for scripts and launchers written for
 it, read by libnpurt under its own names when it starts (at the first NPU
-call). libnpurt's names win when both are set."""
+call): set them before `import torch_npurt`. libnpurt's names win when both
+are set. (CANN's ASCEND_RT_VISIBLE_DEVICES libnpurt reads itself.)"""
 
 _NAMES = {
     # The pool's settings (PYTORCH_CUDA_ALLOC_CONF's syntax).
     "PYTORCH_NPU_ALLOC_CONF": "NPURT_ALLOC_CONF",
-    # Which NPUs the process sees, in which order (CUDA_VISIBLE_DEVICES's).
-    "ASCEND_RT_VISIBLE_DEVICES": "NPURT_VISIBLE_DEVICES",
 }
 
 

@@ -266,12 +266,12 @@ def _install_legacy_type():
     legacy = torch.Tensor.type
 
     @functools.wraps(legacy)
-    def type_(self, dtype=None, non_blocking=False, **kwargs):
-        cls = npu._legacy_type(dtype)
+    def type_(self, *args, **kwargs):
+        cls = npu._legacy_type(args[0] if args else kwargs.get("dtype"))
         if cls is None:
-            if dtype is None:
-                return legacy(self, **kwargs)
-            return legacy(self, dtype, non_blocking, **kwargs)
+            return legacy(self, *args, **kwargs)
+        non_blocking = args[1] if len(args) > 1 else \
+            kwargs.get("non_blocking", kwargs.get("async", False))
         device = self.device if self.device.type == npu._DEVICE_TYPE else npu.torch_device()
         return self.to(device=device, dtype=cls.dtype, non_blocking=non_blocking)
 

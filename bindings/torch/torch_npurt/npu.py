@@ -58,7 +58,8 @@ def _index(device, optional=True):
         if not optional:
             raise ValueError("a device is required")
         return _C._current_device()
-    if isinstance(device, Stream):
+    if isinstance(device, Stream) or (_TorchStream is not None and isinstance(device, _TorchStream)
+                                      and device.device_type == _C._device_type):
         return device.device_index
     if isinstance(device, torch.device):
         if device.type != "privateuseone" and device.type != _DEVICE_TYPE:
@@ -302,6 +303,17 @@ class Stream(*((_TorchStream,) if _TorchStream is not None else ())):
 
     def __hash__(self):
         return hash((self.device_index, self.stream_id))
+
+    # A stream is a handle: copies are the stream itself, and a pickle
+    # names it (in this process).
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        return (self._make, (self.device_index, self.stream_id))
 
     def __repr__(self):
         return "<torch_npurt.npu.Stream device=%s id=%d>" % (self.device, self.stream_id)
@@ -908,13 +920,13 @@ def make_graphed_callables(callables, sample_args, num_warmup_iters=3,
         g = NPUGraph()
         with graph(g, pool=pool, stream=side):
             static_out = fn(*static_in)
-        call = _Graphed(fn, g, static_in, static_out, params)
+        graphed.append(_Graphed(fn, g, static_in, static_out, params))
+    # As torch's: a module is returned itself, its forward replaced once
+    # every callable is captured (one may call another).
+    for i, (fn, call) in enumerate(zip(callables, graphed)):
         if isinstance(fn, torch.nn.Module):
-            # As torch's: the module itself, its forward replaced.
             fn.forward = _graphed_forward(fn, fn.training, call, fn.forward)
-            graphed.append(fn)
-        else:
-            graphed.append(call)
+            graphed[i] = fn
     return graphed[0] if single else tuple(graphed)
 
 

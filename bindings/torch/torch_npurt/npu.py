@@ -58,9 +58,9 @@ def _index(device, optional=True):
         if not optional:
             raise ValueError("a device is required")
         return _C._current_device()
-    if isinstance(device, Stream) or (_TorchStream is not None and isinstance(device, _TorchStream)
-                                      and device.device_type == _C._device_type):
-        return device.device_index
+    stream = _as_stream(device, strict=False)
+    if stream is not None:
+        return stream.device_index
     if isinstance(device, torch.device):
         if device.type != "privateuseone" and device.type != _DEVICE_TYPE:
             raise ValueError("expected an NPU device, got %s" % device)

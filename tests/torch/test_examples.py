@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import torch_npurt
-from torch_npurt import npu
+from torch_npurt import _transfer, npu
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                         "examples", "torch")
@@ -23,6 +23,8 @@ EXPECT = {
     "transfers.py": ["传输完成：True"],
     "pinned_memory.py": ["Pinned：True，传输正确：True"],
     "oom.py": ["NPU内存不足"],
+    "cuda_script.py": ["device: %s:0 is_cuda: True" % torch_npurt.DEVICE_TYPE,
+                       "decreasing: True", "MB allocated"],
 }
 
 
@@ -38,8 +40,13 @@ def test_example(script, capsys):
     path = os.path.join(EXAMPLES, script)
     with open(path, encoding="utf-8") as f:
         src = f.read()
-    # Only the import differs from the seed's torch_npu code.
-    assert "import torch_npurt as torch_npu" in src and "\nimport torch_npu\n" not in src
+    # Only the import differs from the seed's torch_npu code (the CUDA
+    # script's: one import added).
+    if script == "cuda_script.py":
+        assert "from torch_npurt.contrib import transfer_to_npu" in src
+        assert "npu" not in src.split("transfer_to_npu  # noqa: F401", 1)[1]
+    else:
+        assert "import torch_npurt as torch_npu" in src and "\nimport torch_npu\n" not in src
     argv = sys.argv
     try:
         sys.argv = [path]
@@ -47,6 +54,9 @@ def test_example(script, capsys):
     finally:
         sys.argv = argv
         npu.set_device(0)
+        # cuda_script.py's transfer_to_npu: the suite runs in one process.
+        _transfer.restore()
+        sys.modules.pop("torch_npurt.contrib.transfer_to_npu", None)
     npu.synchronize()
     out = capsys.readouterr().out
     for text in expect:

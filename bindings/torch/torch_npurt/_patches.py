@@ -99,12 +99,16 @@ def _pin(t, device):
     return _tensor_pin_memory(t, _pin_device(device))
 
 
+# torch's own: transfer_to_npu makes torch.cuda.is_available the NPU's.
+_cuda_is_available = torch.cuda.is_available
+
+
 def _wants_npu_pin(loader):
     if not loader.pin_memory:
         return None
     dev = loader.pin_memory_device
     if not dev:
-        if torch.cuda.is_available() or not _npu_available():
+        if _cuda_is_available() or not _npu_available():
             return None
         return "npu"
     kind = dev.partition(":")[0]

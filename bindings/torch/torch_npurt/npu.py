@@ -52,8 +52,16 @@ __all__ = [
 
 # ------------------------------------------------------------------ devices
 
+# Set by torch_npurt.contrib.transfer_to_npu while it is applied: maps the
+# CUDA spellings of a device ("cuda:1", torch.device("cuda")) to the NPU's,
+# so every call here that takes a device takes them.
+_alias_device = None
+
+
 def _index(device, optional=True):
     """The device index that `device` names (None: the current one)."""
+    if _alias_device is not None:
+        device = _alias_device(device)
     if device is None:
         if not optional:
             raise ValueError("a device is required")
@@ -1266,9 +1274,13 @@ def _legacy_type(spec):
     else None."""
     if isinstance(spec, _TensorTypeMeta):
         return spec
-    if isinstance(spec, str) and spec.startswith("torch.npu.") and \
-            spec[len("torch.npu."):] in _TENSOR_TYPES:
-        return globals()[spec[len("torch.npu."):]]
+    if not isinstance(spec, str):
+        return None
+    # "torch.cuda.FloatTensor" too while transfer_to_npu is applied.
+    prefixes = ("torch.npu.", "torch.cuda.") if _alias_device is not None else ("torch.npu.",)
+    for prefix in prefixes:
+        if spec.startswith(prefix) and spec[len(prefix):] in _TENSOR_TYPES:
+            return globals()[spec[len(prefix):]]
     return None
 
 

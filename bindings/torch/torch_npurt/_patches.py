@@ -210,6 +210,53 @@ def install_torch2():
     dl.DataLoader._get_iterator = _get_iterator
     if _torch_at_least(2, 5):
         _install_pin_without_device()
+    _install_compile()
+
+
+def _graph_on_npu(gm, inputs):
+    """Whether a graph dynamo hands a backend touches an NPU tensor: an input
+    or any value it computes (graphs may make NPU tensors from none)."""
+    name = torch._C._get_privateuse1_backend_name()
+    values = list(inputs) + list(gm.parameters()) + list(gm.buffers())
+    for node in gm.graph.nodes:
+        values.append(node.meta.get("val", node.meta.get("example_value")))
+    for v in values:
+        for t in v if isinstance(v, (list, tuple)) else (v,):
+            if isinstance(t, torch.Tensor) and t.device.type == name:
+                return True
+    return False
+
+
+_compile_warned = False  # the aot_eager warning is given once per process
+
+
+def _install_compile():
+    """torch.compile's default backend, inductor, generates code for CPUs
+    and GPUs only (on an NPU graph it fails with "Device npu not
+    supported"). A graph on the NPU is compiled with aot_eager instead:
+    dynamo's capture and AOTAutograd's joint graph, run with the NPU's ops
+    (no fusion, so no speedup), with a warning the first time. Graphs of
+    other devices still go to inductor."""
+    wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
+    if wrapper is None:
+        return
+    compile_graph = wrapper.__call__
+
+    @functools.wraps(compile_graph)
+    def __call__(self, model_, inputs_):
+        if not _graph_on_npu(model_, inputs_):
+            return compile_graph(self, model_, inputs_)
+        global _compile_warned
+        if not _compile_warned:
+            _compile_warned = True
+            import warnings
+            warnings.warn("torch.compile: inductor generates no code for the NPU; graphs on "
+                          "the NPU run with the aot_eager backend (captured, not fused)",
+                          UserWarning, stacklevel=2)
+        from torch._dynamo.backends.registry import lookup_backend
+        return lookup_backend("aot_eager")(model_, inputs_)
+
+    wrapper.__call__ = __call__
 
 
 def _torch_at_least(major, minor):

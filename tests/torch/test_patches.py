@@ -52,3 +52,13 @@ def test_torch_device_npu_is_documented_limit():
         pytest.skip("torch >= 2 names the device npu")
     with pytest.raises(RuntimeError):
         torch.device("npu")
+
+
+@pytest.mark.no_npu_ok
+def test_torchscript_finds_torchs_factories():
+    """torch 1.13's factories are wrapped (device="npu"); TorchScript finds
+    builtins by identity and failed to script any function calling them."""
+    @torch.jit.script
+    def f(n: int):
+        return torch.zeros(n) + torch.arange(n) + torch.full([n], 2.0)
+    assert torch.equal(f(3), torch.tensor([2.0, 3.0, 4.0]))

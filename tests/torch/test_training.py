@@ -158,3 +158,70 @@ def test_rnn_matches_cpu(dev, make):
     torch.testing.assert_close(out_n.cpu(), out, rtol=1e-4, atol=1e-5)
     for (name, p), q in zip(mn.named_parameters(), m.parameters()):
         torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+# Adagrad's foreach step adds to its state in place; Adam, AdamW and RMSprop
+# end in _foreach_addcdiv_. On torch 1.13 the fallback lost in-place list
+# updates (SGD's foreach step left the weights as they were) and left
+# _foreach_sqrt's results on the CPU (Adam failed on mixed devices).
+@pytest.mark.parametrize("make", [
+    lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, foreach=True),
+    lambda ps: torch.optim.Adam(ps, lr=0.1, foreach=True),
+    lambda ps: torch.optim.AdamW(ps, lr=0.1, foreach=True),
+    lambda ps: torch.optim.RMSprop(ps, lr=0.01, foreach=True),
+    lambda ps: torch.optim.Adagrad(ps, lr=0.1, foreach=True),
+], ids=["sgd", "adam", "adamw", "rmsprop", "adagrad"])
+def test_foreach_optimizers_match_cpu(dev, make):
+    torch.manual_seed(0)
+    cpu_params = [torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(4))]
+    npu_params = [torch.nn.Parameter(p.detach().to(dev)) for p in cpu_params]
+    steps = []
+    for params in (cpu_params, npu_params):
+        opt = make(params)
+        torch.manual_seed(1)
+        for _ in range(3):
+            for p in params:
+                p.grad = torch.randn(p.shape).to(p.device)
+            opt.step()
+        steps.append(params)
+    for c, n in zip(*steps):
+        assert n.device == dev
+        torch.testing.assert_close(n.detach().cpu(), c.detach(), rtol=1e-4, atol=1e-5)
+    # The steps moved the weights (a lost update would leave them as made).
+    torch.manual_seed(0)
+    assert not torch.equal(npu_params[0].detach().cpu(), torch.randn(5, 3))
+
+
+def test_foreach_ops_keep_results_on_the_npu(dev):
+    xs = [torch.arange(1.0, 4.0), torch.full((2, 2), 4.0)]
+    ds = [x.to(dev) for x in xs]
+    for got, want in zip(torch._foreach_sqrt(ds), torch._foreach_sqrt(xs)):
+        assert got.device == dev
+        torch.testing.assert_close(got.cpu(), want)
+    torch._foreach_mul_(ds, 2.0)
+    torch._foreach_add_(ds, ds, alpha=0.5)
+    for got, x in zip(ds, xs):
+        assert got.device == dev
+        torch.testing.assert_close(got.cpu(), x * 3.0)
+    norms = torch._foreach_norm(ds)
+    assert all(n.device == dev for n in norms)
+    cat = torch.cat([d.flatten() for d in ds])
+    assert cat.device == dev
+
+
+def test_transformer_encoder_with_padding_mask_in_eval(dev):
+    """torch 2.x's encoder turns a masked batch into nested tensors in eval
+    mode, which have no NPU kernels; the NPU takes the dense path."""
+    torch.manual_seed(0)
+    enc = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), 2).eval()
+    x = torch.randn(2, 5, 16)
+    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    with torch.no_grad():
+        want = enc(x, src_key_padding_mask=pad)
+        enc.to(dev)
+        got = enc(x.to(dev), src_key_padding_mask=pad.to(dev))
+    assert got.device == dev
+    keep = ~pad  # padded positions: zeros on the nested path, values on the dense one
+    torch.testing.assert_close(got.cpu()[keep], want[keep], rtol=1e-4, atol=1e-5)
+    assert getattr(enc, "use_nested_tensor", True)  # the module's own setting is kept (2.x)

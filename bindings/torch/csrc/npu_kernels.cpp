@@ -70,9 +70,9 @@ void reserveFactoryResult(const c10::FunctionSchema &schema, const torch::jit::S
 // tensor's device, so it checks what the device kernels would (as CUDA's
 // do): the tensors are on one NPU; a CPU tensor with them is a 0-dim one
 // (a scalar). Index lists (Tensor?[]) may be on the CPU, as on CUDA.
-// True when an NPU tensor is among the arguments.
-bool checkFallbackDevices(const c10::FunctionSchema &schema, const torch::jit::Stack &stack,
-                          size_t base)
+// The NPU the arguments are on, if any is.
+c10::optional<at::Device> checkFallbackDevices(const c10::FunctionSchema &schema,
+                                               const torch::jit::Stack &stack, size_t base)
 {
 	const auto &args = schema.arguments();
 	c10::optional<at::Device> npu;
@@ -110,8 +110,88 @@ bool checkFallbackDevices(const c10::FunctionSchema &schema, const torch::jit::S
 	            "Expected all tensors to be on the same device, but found at least two "
 	            "devices, ",
 	            *npu, " and cpu! (", schema.name(), ")");
-	return npu.has_value();
+	return npu;
 }
+
+#if !NPU_TORCH_AT_LEAST(2, 1)
+// torch 1.13's cpu_fallback copies Tensor[] arguments to the CPU but neither
+// writes the CPU results of an in-place list op (_foreach_add_, the
+// optimizers' foreach steps) back nor moves Tensor[] results to the device:
+// the update was lost and _foreach_sqrt's results stayed on the CPU. (2.1's
+// does both; there our CPU lists would meet its write-back, which has no
+// CPU kernel.) So the lists go to the CPU here, and come back after.
+struct FallbackList {
+	size_t arg;
+	c10::List<at::Tensor> device;
+	c10::List<at::Tensor> cpu;
+};
+
+std::vector<FallbackList> listsToCpu(const c10::FunctionSchema &schema, torch::jit::Stack &stack,
+                                     size_t base)
+{
+	std::vector<FallbackList> lists;
+	const auto &args = schema.arguments();
+	for (size_t i = 0; i < args.size(); i++) {
+		c10::IValue &v = stack[base + i];
+		if (!v.isTensorList())
+			continue;
+		FallbackList l{i, v.toTensorList(), c10::List<at::Tensor>()};
+		for (size_t k = 0; k < l.device.size(); k++) {
+			at::Tensor t = l.device.get(k);
+			l.cpu.push_back(t.defined() && isNpu(t) ? t.cpu() : t);
+		}
+		v = l.cpu;
+		lists.push_back(std::move(l));
+	}
+	return lists;
+}
+
+bool writes(const c10::Argument &a)
+{
+	return a.alias_info() && a.alias_info()->isWrite();
+}
+
+void listsBack(const c10::FunctionSchema &schema, torch::jit::Stack &stack,
+               const std::vector<FallbackList> &lists, const c10::optional<at::Device> &npu)
+{
+	const auto &args = schema.arguments();
+	for (const FallbackList &l : lists) {
+		if (!writes(args[l.arg]))
+			continue;
+		for (size_t k = 0; k < l.device.size(); k++) {
+			at::Tensor t = l.device.get(k);
+			if (t.defined() && isNpu(t))
+				t.copy_(l.cpu.get(k));
+		}
+	}
+	if (!npu)
+		return;
+	const auto &rets = schema.returns();
+	size_t first = stack.size() - rets.size();
+	for (size_t r = 0; r < rets.size(); r++) {
+		c10::IValue &v = stack[first + r];
+		// 1.13 moves a result to the first Tensor argument's device, the
+		// CPU when there is none (torch.cat of NPU tensors) or it is a
+		// 0-dim scalar: results of NPU arguments belong on the NPU.
+		if (v.isTensor() && !writes(rets[r]) && v.toTensor().defined() &&
+		    v.toTensor().is_cpu())
+			v = v.toTensor().to(*npu);
+		if (!v.isTensorList())
+			continue;
+		c10::List<at::Tensor> out;
+		if (writes(rets[r])) {
+			// The result is an argument list itself: the device one.
+			for (const FallbackList &l : lists)
+				if (*args[l.arg].alias_info() == *rets[r].alias_info())
+					out = l.device;
+		} else {
+			for (const at::Tensor &t : v.toTensorVector())
+				out.push_back(t.defined() && t.is_cpu() ? t.to(*npu) : t);
+		}
+		v = out;
+	}
+}
+#endif
 
 void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 {
@@ -124,7 +204,8 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 	OpScope scope(label.c_str());
 	const auto &args = schema.arguments();
 	size_t base = stack->size() - args.size();
-	const bool npuTensorIn = checkFallbackDevices(schema, *stack, base);
+	const c10::optional<at::Device> npuIn = checkFallbackDevices(schema, *stack, base);
+	const bool npuTensorIn = npuIn.has_value();
 	c10::optional<at::Device> factoryDevice;
 	bool npuGenerator = false;
 	for (size_t i = 0; i < args.size(); i++) {
@@ -161,7 +242,13 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 	            ")");
 	if (factoryDevice && !npuTensorIn)
 		reserveFactoryResult(schema, *stack, base, *factoryDevice);
+#if NPU_TORCH_AT_LEAST(2, 1)
 	at::native::cpu_fallback(op, stack);
+#else
+	std::vector<FallbackList> lists = listsToCpu(schema, *stack, base);
+	at::native::cpu_fallback(op, stack);
+	listsBack(schema, *stack, lists, npuIn);
+#endif
 	if (factoryDevice && !npuTensorIn) {
 		size_t nret = schema.returns().size();
 		for (size_t i = stack->size() - nret; i < stack->size(); i++) {

@@ -211,6 +211,32 @@ def install_torch2():
     if _torch_at_least(2, 5):
         _install_pin_without_device()
     _install_compile()
+    _install_transformer()
+
+
+def _install_transformer():
+    """nn.TransformerEncoder in eval mode with a padding mask turns its input
+    into a nested tensor (torch 2.x counts the PrivateUse1 device among the
+    fast path's devices), and nested tensors have no NPU kernels: it failed
+    with "Could not run 'aten::_to_copy' ... 'NestedTensornpu'". On the NPU
+    the encoder takes its dense path for that call (the same values; the
+    nested path only leaves padded positions zero)."""
+    encoder = torch.nn.TransformerEncoder
+    forward = encoder.forward
+    name = torch._C._get_privateuse1_backend_name()
+
+    @functools.wraps(forward)
+    def encoder_forward(self, src, *args, **kwargs):
+        if not (getattr(self, "use_nested_tensor", False) and isinstance(src, torch.Tensor)
+                and src.device.type == name):
+            return forward(self, src, *args, **kwargs)
+        self.use_nested_tensor = False
+        try:
+            return forward(self, src, *args, **kwargs)
+        finally:
+            self.use_nested_tensor = True
+
+    encoder.forward = encoder_forward
 
 
 def _graph_on_npu(gm, inputs):
@@ -427,7 +453,12 @@ def install():
     torch.Tensor.is_pinned = is_pinned
     _install_dataloader()
 
+    from torch.jit import _builtins
     for name in _FACTORIES:
         fn = getattr(torch, name, None)
         if fn is not None:
-            setattr(torch, name, _wrap_device_kw(fn))
+            wrapped = _wrap_device_kw(fn)
+            setattr(torch, name, wrapped)
+            # TorchScript finds torch's builtins by identity: without this
+            # every scripted function that calls torch.zeros & co. failed.
+            _builtins._register_builtin(wrapped, "aten::" + name)

@@ -18,21 +18,27 @@ While applied:
   ``torch.autocast`` / ``torch.amp.GradScaler`` (whose default device then is
   the NPU), ``torch.set_default_device``, ``DataLoader(pin_memory_device=)``,
   ``torch.Generator`` and every ``torch.npu`` call that takes a device;
-- ``Tensor.cuda`` / ``Module.cuda`` are ``npu``, and ``Tensor.is_cuda`` is
-  ``is_npu``.
+- ``Tensor.cuda`` / ``Module.cuda`` / ``storage.cuda`` are ``npu``, and
+  ``Tensor.is_cuda`` is ``is_npu`` for the script's code (torch's own code,
+  which gates CUDA-only paths on it, still reads False for NPU tensors);
+- on torch 1.13, which has no NPU autocast, ``torch.cuda.amp.autocast`` and
+  ``GradScaler`` run disabled (full precision), with a warning;
+- ``nn.DataParallel`` runs its module unreplicated on the module's NPU, with
+  a warning (its replication is CUDA's communication calls).
 
 Not translated, so it still means CUDA: ``torch.device("cuda")`` itself (a
 tensor's ``device.type`` is ``"npu"``: compare types, not devices), C++
 extensions, ``torch.cuda``'s names the NPU has no counterpart for (NVTX,
 NCCL, jiterator, ``torch.backends.cuda``), ``init_process_group("nccl")``
-(there is no NPU collective backend).
+(there is no NPU collective backend), ``device="cuda"`` inside TorchScript.
 
-``apply()`` is idempotent; ``restore()`` puts back every attribute it
-replaced (for tests; a script applies it once, at the top).
+``apply()`` is idempotent; ``restore()`` undoes everything it did (for
+tests; a script applies it once, at the top).
 """
 
 import functools
 import sys
+import warnings
 
 import torch
 
@@ -55,28 +61,46 @@ _CUDA_SUBMODULES = ("amp", "memory", "random", "streams", "graphs")
 # torch.cuda names whose meaning differs from npu's of the same name.
 _NOT_ALIASED = {"profiler", "memory", "amp", "random", "streams", "graphs"}
 
-_saved = []  # (owner, name, previous value or _ABSENT), in the order set
+_undo = []  # what restore() runs, last first
 _ABSENT = object()
 
 
 def _set(owner, name, value):
-    _saved.append((owner, name, owner.__dict__.get(name, _ABSENT)))
-    setattr(owner, name, value)
+    old = owner.__dict__.get(name, _ABSENT)
 
-
-def applied():
-    return bool(_saved)
-
-
-def restore():
-    """Puts back everything apply() replaced, last first."""
-    while _saved:
-        owner, name, old = _saved.pop()
+    def undo():
         if old is _ABSENT:
             delattr(owner, name)
         else:
             setattr(owner, name, old)
+    _undo.append(undo)
+    setattr(owner, name, value)
+
+
+def _set_factory(name, fn):
+    """torch.<name> = fn, known to TorchScript as the aten op it wraps (it
+    finds builtins by identity: a wrapper it does not know fails to
+    script)."""
+    from torch.jit import _builtins
+    _set(torch, name, fn)
+    _builtins._register_builtin(fn, "aten::" + name)
+    _undo.append(lambda: _builtins._get_builtin_table().pop(id(fn), None))
+
+
+def applied():
+    return bool(_undo)
+
+
+def restore():
+    """Puts back everything apply() changed, last first; a later import of
+    torch_npurt.contrib.transfer_to_npu applies it again."""
+    while _undo:
+        _undo.pop()()
     npu._alias_device = None
+    sys.modules.pop("torch_npurt.contrib.transfer_to_npu", None)
+    contrib = sys.modules.get("torch_npurt.contrib")
+    if contrib is not None and "transfer_to_npu" in contrib.__dict__:
+        delattr(contrib, "transfer_to_npu")
 
 
 # ----------------------------------------------------------- device names
@@ -110,24 +134,14 @@ def to_npu(device, ints=False):
         else torch.device(npu._DEVICE_TYPE)
 
 
-def _restore_cuda_storage(storage, location):
-    """torch.load's restore of one storage: a CUDA location goes to the NPU
-    of the same index (torch's default restore for the rest)."""
+def _cuda_storage_to_npu(storage, location):
+    """torch.serialization's restore step for a storage saved on CUDA
+    ("cuda", "cuda:N", also what a map_location names): onto the NPU of
+    that index. Registered before CUDA's own, which would look for CUDA."""
+    is_cuda, _ = _cuda_index(location)
+    if not is_cuda:
+        return None
     return torch.serialization.default_restore_location(storage, to_npu(location))
-
-
-def _map_location(location):
-    """torch.load's map_location while applied. None: the checkpoint's CUDA
-    storages go to the NPUs. A dict maps the file's tags (its keys stay as
-    written: they are what the file says), then CUDA targets are NPUs. A
-    device spelling is translated; a callable is the caller's."""
-    if location is None:
-        return _restore_cuda_storage
-    if isinstance(location, dict):
-        return lambda storage, loc: _restore_cuda_storage(storage, location.get(loc, loc))
-    if callable(location):
-        return location
-    return to_npu(location, ints=True)
 
 
 # ------------------------------------------------------------ the wrappers
@@ -156,10 +170,28 @@ def _wrap_to(fn):
 
 
 def _load(fn):
+    """torch.load with a device map_location translated (a TorchScript
+    archive is loaded by torch.jit.load, which needs a device it has);
+    tags in a dict and a checkpoint's own tags reach _cuda_storage_to_npu."""
     @functools.wraps(fn)
     def load(f, map_location=None, *args, **kwargs):
-        return fn(f, _map_location(map_location), *args, **kwargs)
+        if isinstance(map_location, (str, torch.device)):
+            map_location = to_npu(map_location)
+        return fn(f, map_location, *args, **kwargs)
     return load
+
+
+def _register_cuda_storages():
+    registry = torch.serialization._package_registry
+    torch.serialization.register_package(15, lambda storage: None, _cuda_storage_to_npu)
+    entry = next(e for e in registry if e[2] is _cuda_storage_to_npu)
+    _undo.append(lambda: registry.remove(entry))
+
+
+def _storage_cuda(self, device=None, non_blocking=False, **kwargs):
+    """storage.cuda(device) (as in map_location=lambda s, loc: s.cuda(0)):
+    a copy on the NPU."""
+    return self.npu(None if device is None else npu._index(device))
 
 
 def _default_device(fn):
@@ -213,6 +245,37 @@ def _cuda_method(fn):
 
 # ----------------------------------------------------------------- apply
 
+_warned = set()
+
+
+def _warn_once(key, msg):
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(msg, UserWarning, stacklevel=3)
+
+
+def _no_amp_classes():
+    """torch 1.13 has no autocast for the NPU: torch.cuda.amp's classes run
+    disabled (full precision), as 1.13's own do on a machine without CUDA,
+    instead of failing."""
+    msg = ("transfer_to_npu: torch %s has no NPU autocast; torch.cuda.amp runs disabled "
+           "(float32)" % torch.__version__)
+    cuda_amp = torch.cuda.amp
+
+    class autocast(cuda_amp.autocast):
+        def __init__(self, enabled=True, dtype=torch.float16, cache_enabled=True):
+            _warn_once("amp", msg)
+            super().__init__(False, dtype, cache_enabled)
+
+    class GradScaler(cuda_amp.GradScaler):
+        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                     growth_interval=2000, enabled=True):
+            _warn_once("amp", msg)
+            super().__init__(init_scale, growth_factor, backoff_factor, growth_interval, False)
+
+    return {"autocast": autocast, "GradScaler": GradScaler}
+
+
 def _alias_cuda_module():
     cuda = torch.cuda
     for name in npu.__all__:
@@ -220,6 +283,7 @@ def _alias_cuda_module():
             continue
         _set(cuda, name, getattr(npu, name))
     _set(cuda, "CUDAGraph", npu.NPUGraph)
+    amp = None if _npu_autocast() else _no_amp_classes()
     for sub in _CUDA_SUBMODULES:
         theirs = sys.modules.get("torch.cuda." + sub)
         if theirs is None:
@@ -229,32 +293,73 @@ def _alias_cuda_module():
                 continue
         ours = getattr(npu, sub)
         for name in npu._SUBMODULE_NAMES[sub]:  # with _record_memory_history & co
+            if sub == "amp" and amp is not None:
+                if name in amp:
+                    _set(theirs, name, amp[name])
+                continue  # 1.13's custom_fwd/bwd pass through without autocast
             _set(theirs, name, getattr(ours, name))
         if sub == "graphs":
             _set(theirs, "CUDAGraph", npu.NPUGraph)
 
 
+def _npu_autocast():
+    return npu._C._autocast_registered()
+
+
+def _data_parallel_init(fn):
+    """nn.DataParallel replicates through CUDA's communication calls, which
+    have no NPU counterpart: under the transfer it runs the module as it
+    is, on its NPU (its forward's path for no devices), with a warning."""
+    @functools.wraps(fn)
+    def __init__(self, module, device_ids=None, output_device=None, dim=0):
+        torch.nn.Module.__init__(self)
+        _warn_once("dp", "transfer_to_npu: nn.DataParallel runs the module on its NPU "
+                   "unreplicated (no multi-NPU DataParallel)")
+        self.module = module
+        self.device_ids = []
+        self.dim = dim
+        self.output_device = None
+        self.src_device_obj = None
+    return __init__
+
+
+def _is_cuda(self):
+    """Tensor.is_cuda: True for an NPU tensor when user code asks (scripts
+    test it before CUDA-only steps), its real value when torch's own code
+    does: torch gates CUDA-only paths on it (the transformer's nested-tensor
+    fast path, __cuda_array_interface__), which NPU tensors cannot take."""
+    if self.device.type != npu._DEVICE_TYPE:
+        return self.device.type == "cuda"
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    return not (caller == "torch" or caller.startswith("torch."))
+
+
 def apply():
     """Applies the translation (once; later calls do nothing)."""
-    if _saved:
+    if _undo:
         return
     npu._alias_device = to_npu
+    _undo.append(lambda: setattr(npu, "_alias_device", None))
     _alias_cuda_module()
 
     for name in _FACTORIES:
         fn = torch.__dict__.get(name)
         if fn is not None:
-            _set(torch, name, _translating(fn))
+            _set_factory(name, _translating(fn))
     _set(torch, "load", _load(torch.load))
-    _set(torch, "Generator", _generator_class())
+    _register_cuda_storages()
+    _set(torch.storage._StorageBase, "cuda", _storage_cuda)
+    if _torch_at_least(2, 1):  # NPU generators (npu_generator.cpp)
+        _set(torch, "Generator", _generator_class())
     if hasattr(torch, "set_default_device"):
         _set(torch, "set_default_device", _translating(
             torch.set_default_device, positional=(0,), ints=True))
-    autocast = torch.amp.autocast_mode.autocast
-    _set(autocast, "__init__", _default_device(autocast.__init__))
-    scaler = getattr(torch.amp, "GradScaler", None)
-    if scaler is not None:
-        _set(scaler, "__init__", _default_device(scaler.__init__))
+    if _npu_autocast():
+        autocast = torch.amp.autocast_mode.autocast
+        _set(autocast, "__init__", _default_device(autocast.__init__))
+        scaler = getattr(torch.amp, "GradScaler", None)
+        if scaler is not None:
+            _set(scaler, "__init__", _default_device(scaler.__init__))
 
     tensor = torch.Tensor
     _set(tensor, "to", _wrap_to(tensor.to))
@@ -262,14 +367,20 @@ def apply():
         _set(tensor, name, _translating(getattr(tensor, name)))
     _set(tensor, "pin_memory", _translating(tensor.pin_memory, positional=(1,)))
     _set(tensor, "cuda", _cuda_method(tensor.npu))
-    _set(tensor, "is_cuda", property(lambda self: self.device.type == npu._DEVICE_TYPE,
-                                     doc="True for a tensor on an NPU (transfer_to_npu)."))
+    _set(tensor, "is_cuda", property(_is_cuda, doc=_is_cuda.__doc__))
 
     module = torch.nn.Module
     _set(module, "to", _wrap_to(module.to))
     _set(module, "to_empty", _translating(module.to_empty))
     _set(module, "cuda", _cuda_method(module.npu))
+    dp = torch.nn.DataParallel
+    _set(dp, "__init__", _data_parallel_init(dp.__init__))
 
     from torch.utils.data import dataloader as dl
     _set(dl.DataLoader, "__init__", _translating(dl.DataLoader.__init__,
                                                  kw=("pin_memory_device",)))
+
+
+def _torch_at_least(major, minor):
+    parts = torch.__version__.split("+")[0].split(".")
+    return (int(parts[0]), int(parts[1])) >= (major, minor)

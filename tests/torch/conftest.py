@@ -50,3 +50,21 @@ def assert_close(actual, expected, rtol=1e-5, atol=1e-6):
     assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def check_masked_encoder(move):
+    """An encoder in eval mode over a padded batch (torch 2.x's nested-tensor
+    case) gives the CPU's values through `move` (the module or tensor to
+    the NPU); padded positions, zeros on the nested path and values on the
+    dense one, are not compared. Returns the encoder."""
+    torch.manual_seed(0)
+    enc = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), 2).eval()
+    x = torch.randn(2, 5, 16)
+    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    with torch.no_grad():
+        want = enc(x, src_key_padding_mask=pad)
+        got = move(enc)(move(x), src_key_padding_mask=move(pad))
+    assert got.device.type == npu._DEVICE_TYPE
+    torch.testing.assert_close(got.cpu()[~pad], want[~pad], rtol=1e-4, atol=1e-5)
+    return enc

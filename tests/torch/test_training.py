@@ -7,6 +7,8 @@ import torch
 import torch_npurt
 from torch_npurt import npu
 
+from conftest import check_masked_encoder
+
 
 def mlp():
     torch.manual_seed(0)
@@ -212,16 +214,5 @@ def test_foreach_ops_keep_results_on_the_npu(dev):
 def test_transformer_encoder_with_padding_mask_in_eval(dev):
     """torch 2.x's encoder turns a masked batch into nested tensors in eval
     mode, which have no NPU kernels; the NPU takes the dense path."""
-    torch.manual_seed(0)
-    enc = torch.nn.TransformerEncoder(
-        torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), 2).eval()
-    x = torch.randn(2, 5, 16)
-    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
-    with torch.no_grad():
-        want = enc(x, src_key_padding_mask=pad)
-        enc.to(dev)
-        got = enc(x.to(dev), src_key_padding_mask=pad.to(dev))
-    assert got.device == dev
-    keep = ~pad  # padded positions: zeros on the nested path, values on the dense one
-    torch.testing.assert_close(got.cpu()[keep], want[keep], rtol=1e-4, atol=1e-5)
+    enc = check_masked_encoder(lambda m: m.to(dev))
     assert getattr(enc, "use_nested_tensor", True)  # the module's own setting is kept (2.x)

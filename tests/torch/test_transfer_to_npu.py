@@ -9,6 +9,8 @@ import torch
 import torch_npurt
 from torch_npurt import _transfer, npu
 
+from conftest import check_masked_encoder
+
 AUTOCAST = torch_npurt._C._autocast_registered()
 GENERATOR = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 1)
 
@@ -238,18 +240,7 @@ def test_torch_internals_that_ask_is_cuda(transfer, dev):
     """is_cuda is True for NPU tensors now: torch's own paths that ask it
     (attention's fast path, the transformer's nested tensors) still work,
     and CUDA's array interface still refuses NPU memory."""
-    torch.manual_seed(0)
-    enc = torch.nn.TransformerEncoder(
-        torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), 2).eval()
-    x = torch.randn(2, 5, 16)
-    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
-    with torch.no_grad():
-        want = enc(x, src_key_padding_mask=pad)
-        got = enc.cuda()(x.cuda(), src_key_padding_mask=pad.cuda())
-    # Padded positions are zeros on the CPU's nested-tensor path and
-    # computed on the regular one: compare the rest.
-    keep = ~pad
-    torch.testing.assert_close(got.cpu()[keep], want[keep], rtol=1e-4, atol=1e-5)
+    check_masked_encoder(lambda m: m.cuda())
     assert not hasattr(torch.ones(2, device="cuda"), "__cuda_array_interface__")
     assert torch.ones(2, device="cuda").is_cuda and not torch.ones(2).is_cuda
 

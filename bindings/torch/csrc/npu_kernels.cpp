@@ -152,7 +152,7 @@ bool writes(const c10::Argument &a)
 }
 
 void listsBack(const c10::FunctionSchema &schema, torch::jit::Stack &stack,
-               const std::vector<FallbackList> &lists, const c10::optional<at::Device> &npu)
+               const std::vector<FallbackList> &lists)
 {
 	const auto &args = schema.arguments();
 	for (const FallbackList &l : lists) {
@@ -164,34 +164,42 @@ void listsBack(const c10::FunctionSchema &schema, torch::jit::Stack &stack,
 				t.copy_(l.cpu.get(k));
 		}
 	}
-	if (!npu)
-		return;
+	// A result that is an argument list itself is the device list.
 	const auto &rets = schema.returns();
 	size_t first = stack.size() - rets.size();
 	for (size_t r = 0; r < rets.size(); r++) {
-		c10::IValue &v = stack[first + r];
-		// 1.13 moves a result to the first Tensor argument's device, the
-		// CPU when there is none (torch.cat of NPU tensors) or it is a
-		// 0-dim scalar: results of NPU arguments belong on the NPU.
-		if (v.isTensor() && !writes(rets[r]) && v.toTensor().defined() &&
-		    v.toTensor().is_cpu())
-			v = v.toTensor().to(*npu);
-		if (!v.isTensorList())
+		if (!stack[first + r].isTensorList() || !writes(rets[r]))
 			continue;
-		c10::List<at::Tensor> out;
-		if (writes(rets[r])) {
-			// The result is an argument list itself: the device one.
-			for (const FallbackList &l : lists)
-				if (*args[l.arg].alias_info() == *rets[r].alias_info())
-					out = l.device;
-		} else {
-			for (const at::Tensor &t : v.toTensorVector())
-				out.push_back(t.defined() && t.is_cpu() ? t.to(*npu) : t);
-		}
-		v = out;
+		for (const FallbackList &l : lists)
+			if (*args[l.arg].alias_info() == *rets[r].alias_info())
+				stack[first + r] = l.device;
 	}
 }
 #endif
+
+// Moves the op's CPU results (tensors and tensor lists; not those that are
+// arguments written in place) to `device`.
+void resultsTo(const c10::FunctionSchema &schema, torch::jit::Stack &stack, at::Device device)
+{
+	const auto &rets = schema.returns();
+	size_t first = stack.size() - rets.size();
+	auto moved = [&](const at::Tensor &t) {
+		return t.defined() && t.is_cpu() ? t.to(device) : t;
+	};
+	for (size_t r = 0; r < rets.size(); r++) {
+		c10::IValue &v = stack[first + r];
+		if (rets[r].alias_info() && rets[r].alias_info()->isWrite())
+			continue;
+		if (v.isTensor()) {
+			v = moved(v.toTensor());
+		} else if (v.isTensorList()) {
+			c10::List<at::Tensor> out;
+			for (const at::Tensor &t : v.toTensorVector())
+				out.push_back(moved(t));
+			v = out;
+		}
+	}
+}
 
 void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 {
@@ -247,16 +255,15 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 #else
 	std::vector<FallbackList> lists = listsToCpu(schema, *stack, base);
 	at::native::cpu_fallback(op, stack);
-	listsBack(schema, *stack, lists, npuIn);
+	listsBack(schema, *stack, lists);
+	// 1.13 moves results to the first Tensor argument's device: the CPU
+	// when there is none (torch.cat of NPU tensors) or it is a 0-dim
+	// scalar. Results of NPU arguments belong on the NPU.
+	if (npuIn)
+		resultsTo(schema, *stack, *npuIn);
 #endif
-	if (factoryDevice && !npuTensorIn) {
-		size_t nret = schema.returns().size();
-		for (size_t i = stack->size() - nret; i < stack->size(); i++) {
-			c10::IValue &v = (*stack)[i];
-			if (v.isTensor() && v.toTensor().is_cpu())
-				v = v.toTensor().to(*factoryDevice);
-		}
-	}
+	if (factoryDevice && !npuTensorIn)
+		resultsTo(schema, *stack, *factoryDevice);
 }
 
 #define NPU_FALLBACK(op, ...) \

@@ -42,7 +42,7 @@ import warnings
 
 import torch
 
-from . import npu
+from . import _patches, npu
 
 # Factory functions whose `device=` torch_npu's transfer translates, and
 # more that take one (those the installed torch lacks are skipped).
@@ -58,8 +58,9 @@ _FACTORIES = (
 _TENSOR_METHODS = ("new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full",
                    "new_tensor")
 _CUDA_SUBMODULES = ("amp", "memory", "random", "streams", "graphs")
-# torch.cuda names whose meaning differs from npu's of the same name.
-_NOT_ALIASED = {"profiler", "memory", "amp", "random", "streams", "graphs"}
+# torch.cuda names whose meaning differs from npu's of the same name (the
+# submodules get npu's names one by one).
+_NOT_ALIASED = {"profiler", *_CUDA_SUBMODULES}
 
 _undo = []  # what restore() runs, last first
 _ABSENT = object()
@@ -96,7 +97,6 @@ def restore():
     torch_npurt.contrib.transfer_to_npu applies it again."""
     while _undo:
         _undo.pop()()
-    npu._alias_device = None
     sys.modules.pop("torch_npurt.contrib.transfer_to_npu", None)
     contrib = sys.modules.get("torch_npurt.contrib")
     if contrib is not None and "transfer_to_npu" in contrib.__dict__:
@@ -169,18 +169,6 @@ def _wrap_to(fn):
     return _translating(fn, kw=("device",), positional=(1,), ints=True)
 
 
-def _load(fn):
-    """torch.load with a device map_location translated (a TorchScript
-    archive is loaded by torch.jit.load, which needs a device it has);
-    tags in a dict and a checkpoint's own tags reach _cuda_storage_to_npu."""
-    @functools.wraps(fn)
-    def load(f, map_location=None, *args, **kwargs):
-        if isinstance(map_location, (str, torch.device)):
-            map_location = to_npu(map_location)
-        return fn(f, map_location, *args, **kwargs)
-    return load
-
-
 def _register_cuda_storages():
     registry = torch.serialization._package_registry
     torch.serialization.register_package(15, lambda storage: None, _cuda_storage_to_npu)
@@ -191,7 +179,7 @@ def _register_cuda_storages():
 def _storage_cuda(self, device=None, non_blocking=False, **kwargs):
     """storage.cuda(device) (as in map_location=lambda s, loc: s.cuda(0)):
     a copy on the NPU."""
-    return self.npu(None if device is None else npu._index(device))
+    return self.npu(npu._index(device))
 
 
 def _default_device(fn):
@@ -346,10 +334,13 @@ def apply():
         fn = torch.__dict__.get(name)
         if fn is not None:
             _set_factory(name, _translating(fn))
-    _set(torch, "load", _load(torch.load))
+    # A device map_location is translated (a TorchScript archive goes to
+    # torch.jit.load, which needs a device it has); tags in a dict and a
+    # checkpoint's own tags reach _cuda_storage_to_npu.
+    _set(torch, "load", _translating(torch.load, kw=("map_location",), positional=(1,)))
     _register_cuda_storages()
     _set(torch.storage._StorageBase, "cuda", _storage_cuda)
-    if _torch_at_least(2, 1):  # NPU generators (npu_generator.cpp)
+    if _patches._torch_at_least(2, 1):  # NPU generators (npu_generator.cpp)
         _set(torch, "Generator", _generator_class())
     if hasattr(torch, "set_default_device"):
         _set(torch, "set_default_device", _translating(
@@ -379,8 +370,3 @@ def apply():
     from torch.utils.data import dataloader as dl
     _set(dl.DataLoader, "__init__", _translating(dl.DataLoader.__init__,
                                                  kw=("pin_memory_device",)))
-
-
-def _torch_at_least(major, minor):
-    parts = torch.__version__.split("+")[0].split(".")
-    return (int(parts[0]), int(parts[1])) >= (major, minor)

@@ -464,6 +464,23 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 		                : errorFromErrno(ret),
 		        osMessage("npurtIpcOpenMemHandle: importing fd " + std::to_string(h.fd),
 		                  ret));
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		// PRIME gives back the handle this file already has for the
+		// buffer: the segment's own (memory of this process: closing the
+		// import would close the segment's handle) or an open import's.
+		for (const auto &[addr, seg] : segments_)
+			if (seg.handle == p.handle)
+				return setError(npurtErrorInvalidValue,
+				                "npurtIpcOpenMemHandle: the handle names memory of "
+				                "this process; use the pointer it was made from");
+		for (auto &[addr, imp] : imports_)
+			if (imp.handle == p.handle && imp.size == h.size) {
+				imp.opens++;
+				*devPtr = reinterpret_cast<void *>(addr + h.offset);
+				return npurtSuccess;
+			}
+	}
 	drm_npu_bo_info info{};
 	info.handle = p.handle;
 	ret = node_.ioctl(DRM_IOCTL_NPU_BO_INFO, &info);
@@ -507,11 +524,16 @@ npurtError_t Context::ipcClose(uint64_t addr)
 			                "npurtIpcCloseMemHandle: " + hex(addr) +
 			                        " is not memory opened with npurtIpcOpenMemHandle");
 		--it;
+		if (--it->second.opens > 0)
+			return npurtSuccess;
 		base = it->first;
 		r = it->second;
 		imports_.erase(it);
 		memoryRetired();
 	}
+	// Work queued before the close may still use the memory: unbound
+	// under it, the task would fault. Unlisted now, no new work names it.
+	waitQueuedWork(monotonicNs() + kQueuedWorkLimitNs);
 	unbind(base, r.size);
 	closeBo(r.handle);
 	space_.release(base, r.size);

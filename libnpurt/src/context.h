@@ -123,6 +123,9 @@ public:
 	// its peers' streams that reach its memory) has ended, or deadlineNs
 	// (CLOCK_MONOTONIC) passed; whether it ended.
 	bool waitQueuedWork(int64_t deadlineNs);
+	// How long unmapping memory (npurtMemUnmap, narrowing access,
+	// npurtIpcCloseMemHandle) waits for queued work that may use it.
+	static constexpr int64_t kQueuedWorkLimitNs = 60'000'000'000;
 	// What an out-of-memory message adds about the per-process limit
 	// for `size` more bytes ("" if it was not the limit).
 	std::string limitDetail(size_t size) { return oomDetail(size); }
@@ -315,6 +318,10 @@ private:
 		uint32_t handle;
 		int exportFd = -1;  // segments: the IPC export, if any
 		uint64_t inode = 0;
+		// imports: opens not yet closed. A second open of the same
+		// memory gets the same GEM handle from PRIME, so it shares the
+		// mapping rather than closing the handle under the first.
+		int opens = 1;
 	};
 
 	// A registration cache of pageable ranges, as RDMA stacks keep: a

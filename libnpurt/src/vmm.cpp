@@ -15,10 +15,6 @@ namespace npurt {
 
 namespace {
 
-// Unmapping, or narrowing access, waits this long for queued work that may
-// use the memory (as the caching pool waits for parked blocks).
-constexpr int64_t kQueuedWorkLimitNs = 60'000'000'000;
-
 int64_t nowNs()
 {
 	timespec ts{};
@@ -313,7 +309,7 @@ npurtError_t VirtualMemory::quiesce(uint64_t addr, uint64_t size, int access, co
 			    m->second.access != access)
 				users.push_back(allocs_.at(m->second.alloc).ctx);
 	}
-	const int64_t deadline = nowNs() + kQueuedWorkLimitNs;
+	const int64_t deadline = nowNs() + Context::kQueuedWorkLimitNs;
 	for (Context *c : users)
 		c->waitQueuedWork(deadline);
 	return npurtSuccess;

@@ -735,6 +735,36 @@ TEST(Ipc, ChildSide)
 		ASSERT_EQ(write(sock, &done, 1), 1);
 		return;
 	}
+	if (mode == "twice") {
+		// Two opens share one mapping; the last close waits for the
+		// work queued on it (slowed down) instead of unmapping under it.
+		void *again = nullptr;
+		ASSERT_EQ(npurtIpcOpenMemHandle(&d, h, 0), npurtSuccess) << lastMessage();
+		ASSERT_EQ(npurtIpcOpenMemHandle(&again, h, 0), npurtSuccess) << lastMessage();
+		EXPECT_EQ(again, d);
+		EXPECT_EQ(npurtIpcCloseMemHandle(again), npurtSuccess);
+		std::vector<unsigned char> got(1 << 20);
+		ASSERT_EQ(npurtMemcpy(got.data(), d, got.size(), npurtMemcpyDeviceToHost),
+		          npurtSuccess)
+		        << "open after one of two closes: " << lastMessage();
+		EXPECT_EQ(got, pattern(1 << 20, 21));
+		npurtStream_t s = nullptr;
+		ASSERT_EQ(npurtStreamCreate(&s), npurtSuccess);
+		{
+			vmknobs::JobLatency slow(0, vmknobs::latencyUs());
+			ASSERT_EQ(npurtMemsetAsync(d, 0x5a, 1 << 20, s), npurtSuccess)
+			        << lastMessage();
+			EXPECT_EQ(npurtIpcCloseMemHandle(d), npurtSuccess) << lastMessage();
+			EXPECT_EQ(npurtStreamQuery(s), npurtSuccess)
+			        << "the close returned before the work queued on the memory";
+		}
+		EXPECT_EQ(npurtStreamSynchronize(s), npurtSuccess) << lastMessage();
+		EXPECT_EQ(npurtIpcCloseMemHandle(d), npurtErrorInvalidValue) << "closed twice";
+		npurtStreamDestroy(s);
+		char done = 1;
+		ASSERT_EQ(write(sock, &done, 1), 1);
+		return;
+	}
 	if (mode == "other-user") {
 		ASSERT_EQ(npurtSetDevice(0), npurtSuccess);  // opened as root
 		ASSERT_EQ(setgid(65534), 0);
@@ -833,6 +863,35 @@ TEST_F(Memory, IpcShareAcrossProcesses)
 		npurtFree(d);
 		npurtMemEmptyCache();
 	}
+}
+
+// In another process, a second open maps the segment once and needs its
+// own close; the last close waits for the work queued on the memory. In
+// the exporting process the handle does not open (its own segment's GEM
+// handle would be closed by the close).
+TEST_F(Memory, IpcOpensNestAndCloseWaitsForQueuedWork)
+{
+	vmknobs::JobLatency probe(0, 0);
+	if (!probe.on())
+		GTEST_SKIP() << "needs root: makes device work slow through debugfs";
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 1 << 20), npurtSuccess);
+	auto data = pattern(1 << 20, 21);
+	ASSERT_EQ(npurtMemcpy(d, data.data(), data.size(), npurtMemcpyHostToDevice), npurtSuccess);
+	npurtIpcMemHandle_t h{};
+	ASSERT_EQ(npurtIpcGetMemHandle(&h, d), npurtSuccess) << lastMessage();
+	void *own = nullptr;
+	EXPECT_EQ(npurtIpcOpenMemHandle(&own, h, 0), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "memory of this process")) << lastMessage();
+	npurtIpcMemHandle_t local = h;
+	local.pid = 0;  // the descriptor as this process's own (SCM_RIGHTS form)
+	EXPECT_EQ(npurtIpcOpenMemHandle(&own, local, 0), npurtErrorInvalidValue);
+	npurtGetLastError();
+	runIpcChild("twice", h);
+	std::vector<unsigned char> got(1 << 20);
+	ASSERT_EQ(npurtMemcpy(got.data(), d, got.size(), npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(got, std::vector<unsigned char>(1 << 20, 0x5a)) << "the child's memset ran whole";
+	EXPECT_EQ(npurtFree(d), npurtSuccess);
 }
 
 // A process of another user cannot open the handle, even one that could

@@ -655,7 +655,11 @@ NPURT_API npurtError_t npurtMemset(void *devPtr, int value, size_t count);
  * A descriptor received over a Unix socket (SCM_RIGHTS) opens too: put it
  * in fd and set pid to 0. Memory of an expandable segment that spans more
  * than one of its 2 MiB pages is npurtErrorNotSupported: each page is its
- * own device memory object.
+ * own device memory object. Opening memory of the calling process itself
+ * is npurtErrorInvalidValue (use the pointer). A segment opened twice in
+ * one process is mapped once: each open returns it and needs its own
+ * close. npurtIpcCloseMemHandle waits for the work queued before it that
+ * may use the memory (the exporter may reuse it once every opener closed).
  */
 #define NPURT_IPC_HANDLE_MAGIC 0x4e504948u /* "NPIH" */
 typedef struct npurtIpcMemHandle {

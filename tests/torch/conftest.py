@@ -12,6 +12,8 @@ import torch
 import torch_npurt
 from torch_npurt import npu
 
+import ipc_child
+
 
 def pytest_collection_modifyitems(config, items):
     if npu.is_available():
@@ -25,8 +27,29 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+_ipc_helper = None
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "no_npu_ok: runs without an NPU too")
+    # test_multiprocessing's other process, forked now: before the suite
+    # starts libnpurt (a child forked after cannot use the NPUs) and
+    # without a second `import torch` (most of a minute in the VM).
+    global _ipc_helper
+    if not torch_npurt._C._runtime_started():
+        _ipc_helper = ipc_child.Helper()
+
+
+def pytest_unconfigure(config):
+    if _ipc_helper is not None:
+        _ipc_helper.stop()
+
+
+@pytest.fixture
+def ipc_helper():
+    if _ipc_helper is None:
+        pytest.skip("libnpurt had started before the helper process could be forked")
+    return _ipc_helper
 
 
 @pytest.fixture

@@ -221,6 +221,11 @@ bool capturePoolFree(void *p)
 	return true;
 }
 
+bool captureUnderway()
+{
+	return gCapturesUnderway.load(std::memory_order_acquire) > 0;
+}
+
 RelaxedCaptureMode::RelaxedCaptureMode()
     : active_(gCapturesUnderway.load(std::memory_order_acquire) > 0)
 {

@@ -591,6 +591,7 @@ py::dict deviceProperties(int device)
 
 // npu_graph.cpp: NPUGraph and the capture queries.
 void registerGraphs(py::module &m);
+void registerIpc(py::module &m);
 
 }  // namespace torch_npurt
 
@@ -617,6 +618,7 @@ PYBIND11_MODULE(_C, m)
 	});
 
 	registerGraphs(m);
+	registerIpc(m);
 	m.def("_device_count", &deviceCount);
 	m.def("_runtime_started", &runtimeStarted);
 	m.def("_no_device_reason", &noDeviceReason);

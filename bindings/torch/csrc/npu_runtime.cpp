@@ -768,6 +768,11 @@ public:
 				return {p, p, &freeDeviceMemory, c10::Device(kNpu, dev)};
 			RelaxedCaptureMode relaxed;
 			npurtError_t err = npurtMalloc(&p, n);
+			// Blocks parked for other processes that let go since.
+			if (err == npurtErrorMemoryAllocation && ipcCollect()) {
+				npurtGetLastError();
+				err = npurtMalloc(&p, n);
+			}
 			if (err == npurtErrorMemoryAllocation)
 				throwOutOfMemory(dev, n);
 			check(err, "npurtMalloc");

@@ -115,6 +115,10 @@ void freeToRuntime(void *p);
 // is not a live block raises (npurtFree's error) instead of being logged.
 void rawDelete(void *p);
 
+// Tensors shared with other processes (npu_ipc.cpp): frees the blocks of
+// dead shared storages that no other process uses any more; how many.
+size_t ipcCollect();
+
 // Graph capture (npu_graph.cpp). Memory for a capture of an NPUGraph comes
 // from its private pool: capturePoolAllocate returns a block of it when the
 // current stream of `device` captures for an NPUGraph (nullptr otherwise);
@@ -124,6 +128,8 @@ bool capturePoolFree(void *p);
 // record_stream(): a pool block used by another stream is not reused
 // before the capture ends.
 void capturePoolRecordStream(void *p, npurtStream_t stream);
+// Whether a capture for an NPUGraph is underway in any thread.
+bool captureUnderway();
 // While any capture is underway, this thread's capture mode is relaxed for
 // the scope: the allocator's npurtMalloc and npurtFree do not wait for the
 // device, so a capture need not forbid them.

@@ -28,6 +28,7 @@ from . import _C  # noqa: E402  registers the kernels, allocator and device guar
 from . import npu
 from . import _patches
 from . import _serialization
+from . import _reductions
 
 __all__ = ["npu", "DEVICE_TYPE", "fallback_counts"]
 
@@ -56,6 +57,7 @@ for _name in npu._SUBMODULE_NAMES:
     sys.modules["torch.npu." + _name] = getattr(npu, _name)
 _patches.install_common()
 _serialization.install()
+_reductions.install()
 _C._set_internal_prefixes([os.path.dirname(torch.__file__) + os.sep,
                            os.path.dirname(__file__) + os.sep])
 if os.environ.get("NPURT_TORCH_CALL_SITES", "") == "0":

@@ -437,14 +437,22 @@ class Event:
     def __init__(self, enable_timing=False, blocking=False, interprocess=False):
         self.enable_timing = bool(enable_timing)
         self._ev = _C._Event(self.enable_timing, bool(blocking), bool(interprocess))
+        self._device = None
 
     @classmethod
     def from_ipc_handle(cls, device, handle):
         """Opens an event of another process from its ipc_handle() bytes."""
         ev = cls.__new__(cls)
         ev.enable_timing = False
-        ev._ev = _C._Event.from_ipc_handle(_index(device), bytes(handle))
+        ev._device = _index(device)
+        ev._ev = _C._Event.from_ipc_handle(ev._device, bytes(handle))
         return ev
+
+    @property
+    def device(self):
+        """The NPU the event was first recorded on (or opened on), as
+        torch.cuda.Event.device; None before."""
+        return None if self._device is None else torch_device(self._device)
 
     def ipc_handle(self):
         """Bytes that open this interprocess event in another process of the
@@ -454,6 +462,8 @@ class Event:
     def record(self, stream=None):
         stream = current_stream() if stream is None else _as_stream(stream)
         self._ev.record(stream.device_index, stream.stream_id)
+        if self._device is None:
+            self._device = stream.device_index
 
     def wait(self, stream=None):
         """Makes later work on `stream` (default: current) wait for this event."""
@@ -578,6 +588,7 @@ def empty_cache(device=None):
     """Gives the pool's cached, unused memory back to the device: of every
     NPU this process holds memory of when `device` is None (as
     torch.cuda.empty_cache), else of `device`."""
+    _C._ipc_collect()
     if device is not None:
         _C._empty_cache(_index(device))
         return
@@ -1318,10 +1329,11 @@ config = _Config()
 
 
 def ipc_collect():
-    """torch.cuda.ipc_collect: frees device memory that other processes
-    received through torch.multiprocessing and no longer use. NPU tensors
-    are not shared between processes that way (libnpurt's IPC handles are
-    for code that calls it directly), so there is nothing to free."""
+    """torch.cuda.ipc_collect: frees the blocks of NPU tensors this process
+    shared through torch.multiprocessing, dropped here since, that no other
+    process uses any more (also done at the next share, by empty_cache()
+    and before an allocation would fail)."""
+    _C._ipc_collect()
 
 
 # --------------------------------------------------------- submodules

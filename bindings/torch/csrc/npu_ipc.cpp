@@ -1,0 +1,508 @@
+// npu_ipc.cpp - NPU tensors shared between processes, as torch.multiprocessing
+// shares CUDA tensors: the producer sends libnpurt's IPC handle of the
+// storage's segment, an interprocess event recorded after the work queued
+// on it, and a reference counter in shared memory; the consumer maps the
+// segment (once per segment), makes its current stream wait for the event
+// and builds a storage over the memory.
+//
+// The producer must not reuse the block while a consumer uses it: sharing
+// swaps the storage's deleter for one that parks the block ("limbo") until
+// every consumer has let go (the counter is back at 0). A consumer lets go
+// when its storage dies, after its own work on the memory has ended. Parked
+// blocks are freed at the next share or receive, by torch.npu.ipc_collect(),
+// empty_cache(), and before an allocation fails for lack of memory.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <pybind11/pybind11.h>
+#include <torch/extension.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "npu_ops.h"
+
+namespace py = pybind11;
+
+namespace torch_npurt {
+namespace {
+
+using Counter = std::atomic<int64_t>;
+static_assert(sizeof(Counter) == sizeof(int64_t) && Counter::is_always_lock_free,
+              "counters shared between processes must be plain lock-free words");
+
+constexpr size_t kCounterFileBytes = 64 << 10;
+constexpr uint32_t kCountersPerFile = kCounterFileBytes / sizeof(Counter);
+
+Counter *counterAt(void *base, uint32_t slot)
+{
+	return static_cast<Counter *>(base) + slot;
+}
+
+// A file system object's identity, as libnpurt's handles carry it: a
+// descriptor number may be reused for another file.
+uint64_t fileIdentity(int fd)
+{
+	struct stat st {};
+	if (fstat(fd, &st))
+		return 0;
+	return static_cast<uint64_t>(st.st_ino) ^ (static_cast<uint64_t>(st.st_dev) << 40);
+}
+
+std::string osError(const std::string &what, int err)
+{
+	return what + ": " + std::strerror(err);
+}
+
+// ----------------------------------------------------------- producer side
+
+// Counters of this process's shared blocks: memfd files, kept for the life
+// of the process (a consumer maps one by taking its descriptor).
+struct CounterFile {
+	int fd = -1;
+	uint64_t identity = 0;
+	void *base = nullptr;
+	std::vector<uint32_t> free;  // unused slots
+};
+
+// A shared block: the allocator's DataPtr, kept until the storage died and
+// every consumer let go.
+struct Sent {
+	c10::DataPtr block;
+	CounterFile *file = nullptr;
+	uint32_t slot = 0;
+	npurtEvent_t event = nullptr;  // interprocess, recorded at each share
+	int device = 0;
+	uint64_t segment = 0;  // the segment's identity and the block's offset in it
+	uint64_t offset = 0;
+
+	Counter *counter() const { return counterAt(file->base, slot); }
+};
+
+// ----------------------------------------------------------- consumer side
+
+// A segment of another process, mapped here once for all its storages.
+struct Mapping {
+	int device = 0;
+	void *base = nullptr;  // the segment's start in this process
+	~Mapping();
+};
+
+// Another process's counter file, mapped here.
+struct CounterMap {
+	void *base = nullptr;
+	~CounterMap() { munmap(base, kCounterFileBytes); }
+};
+
+// A storage over another process's block.
+struct Received {
+	std::shared_ptr<Mapping> mapping;
+	std::shared_ptr<CounterMap> counters;
+	uint32_t slot = 0;
+	int device = 0;
+};
+
+// Never destroyed: storages may die during interpreter shutdown, after
+// static destructors ran.
+struct State {
+	std::mutex mutex;  // guards every member
+	std::vector<std::unique_ptr<CounterFile>> files;
+	std::vector<Sent *> limbo;  // dead storages' blocks still used elsewhere
+	// This process's shared storages by (segment, offset): a tensor sent
+	// to this same process comes back on its own storage.
+	std::map<std::pair<uint64_t, uint64_t>, c10::weak_intrusive_ptr<c10::StorageImpl>> own;
+	std::map<std::pair<int, uint64_t>, std::weak_ptr<Mapping>> mappings;  // (pid, segment)
+	std::map<std::tuple<int, int, uint64_t>, std::weak_ptr<CounterMap>> counterMaps;
+	// Received storages by (pid, segment, offset): one storage however
+	// often the same block arrives.
+	std::map<std::tuple<int, uint64_t, uint64_t>, c10::weak_intrusive_ptr<c10::StorageImpl>>
+	        received;
+	// Received blocks let go while a capture was underway (no synchronize
+	// then): released at the next collect.
+	std::vector<Received *> pending;
+};
+
+State &state()
+{
+	static State *s = new State;
+	return *s;
+}
+
+std::atomic<bool> releaseErrorReported{false};
+
+// Deleters cannot throw: a failure is reported once.
+void reportOnce(const char *what, npurtError_t err)
+{
+	if (err != npurtSuccess && !releaseErrorReported.exchange(true))
+		std::fprintf(stderr, "torch_npurt: %s failed: %s\n", what,
+		             npurtGetErrorString(err));
+	npurtGetLastError();
+}
+
+Mapping::~Mapping()
+{
+	DeviceScope scope(device);
+	reportOnce("npurtIpcCloseMemHandle", npurtIpcCloseMemHandle(base));
+}
+
+// With the state's lock held.
+void takeSlot(Sent *s)
+{
+	State &st = state();
+	for (auto &f : st.files)
+		if (!f->free.empty()) {
+			s->file = f.get();
+			s->slot = f->free.back();
+			f->free.pop_back();
+			return;
+		}
+	auto f = std::make_unique<CounterFile>();
+	f->fd = static_cast<int>(syscall(SYS_memfd_create, "torch_npurt-ipc-counters",
+	                                 static_cast<unsigned>(MFD_CLOEXEC)));
+	TORCH_CHECK(f->fd >= 0, osError("sharing an NPU tensor: memfd_create", errno));
+	if (ftruncate(f->fd, kCounterFileBytes) != 0 ||
+	    (f->base = mmap(nullptr, kCounterFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd,
+	                    0)) == MAP_FAILED) {
+		const int e = errno;
+		close(f->fd);
+		TORCH_CHECK(false, osError("sharing an NPU tensor: its reference counters", e));
+	}
+	f->identity = fileIdentity(f->fd);
+	for (uint32_t i = kCountersPerFile; i-- > 0;)
+		f->free.push_back(i);
+	st.files.push_back(std::move(f));
+	takeSlot(s);
+}
+
+// Frees a shared block nobody uses any more (without the state's lock:
+// the free goes to libnpurt).
+void destroySent(Sent *s)
+{
+	if (s->event) {
+		DeviceScope scope(s->device);
+		reportOnce("npurtEventDestroy", npurtEventDestroy(s->event));
+	}
+	s->block.clear();  // back to the allocator
+	{
+		std::lock_guard<std::mutex> lock(state().mutex);
+		s->file->free.push_back(s->slot);
+	}
+	delete s;
+}
+
+// The deleter of a shared storage's DataPtr in the producer.
+void sentDelete(void *ctx)
+{
+	auto *s = static_cast<Sent *>(ctx);
+	{
+		std::lock_guard<std::mutex> lock(state().mutex);
+		if (s->counter()->load(std::memory_order_acquire) > 0) {
+			state().limbo.push_back(s);
+			return;
+		}
+	}
+	destroySent(s);
+}
+
+// A consumer lets go of a block: once its work on the memory has ended,
+// the producer may reuse it.
+void finishRelease(Received *r)
+{
+	{
+		DeviceScope scope(r->device);
+		reportOnce("npurtDeviceSynchronize", npurtDeviceSynchronize());
+	}
+	r->mapping.reset();
+	counterAt(r->counters->base, r->slot)->fetch_sub(1, std::memory_order_acq_rel);
+	delete r;
+}
+
+// The deleter of a received storage's DataPtr in the consumer.
+void receivedDelete(void *ctx)
+{
+	auto *r = static_cast<Received *>(ctx);
+	if (captureUnderway()) {  // a synchronize would break the capture
+		std::lock_guard<std::mutex> lock(state().mutex);
+		state().pending.push_back(r);
+		return;
+	}
+	finishRelease(r);
+}
+
+}  // namespace
+
+size_t ipcCollect()
+{
+	State &st = state();
+	std::vector<Sent *> done;
+	std::vector<Received *> pending;
+	{
+		std::lock_guard<std::mutex> lock(st.mutex);
+		auto keep = st.limbo.begin();
+		for (Sent *s : st.limbo)
+			if (s->counter()->load(std::memory_order_acquire) > 0)
+				*keep++ = s;
+			else
+				done.push_back(s);
+		st.limbo.erase(keep, st.limbo.end());
+		if (!captureUnderway())
+			pending.swap(st.pending);
+	}
+	for (Sent *s : done)
+		destroySent(s);
+	for (Received *r : pending)
+		finishRelease(r);
+	return done.size();
+}
+
+namespace {
+
+std::string handleBytes(const void *h, size_t n)
+{
+	return std::string(static_cast<const char *>(h), n);
+}
+
+// Shares t's storage: (memory handle, storage bytes, (pid, counter fd,
+// counter file identity, slot), event handle); None for a storage without
+// memory.
+py::object share(const at::Tensor &t)
+{
+	TORCH_CHECK(isNpu(t), "_ipc_share: not an NPU tensor");
+	c10::StorageImpl *impl = t.storage().unsafeGetStorageImpl();
+	void *ptr = impl->data_ptr().get();
+	const size_t nbytes = impl->nbytes();
+	if (!ptr || !nbytes)
+		return py::none();
+	const int dev = deviceOf(t);
+	ipcCollect();
+	DeviceScope scope(dev);
+	npurtIpcMemHandle_t h{};
+	check(npurtIpcGetMemHandle(&h, ptr), "npurtIpcGetMemHandle");
+	Sent *s = impl->data_ptr().cast_context<Sent>(&sentDelete);
+	if (!s) {
+		TORCH_CHECK(impl->data_ptr().get_deleter() == allocator()->raw_deleter(),
+		            "only NPU memory from torch_npurt's allocator can be shared between "
+		            "processes (this storage wraps memory made elsewhere)");
+		auto sent = std::make_unique<Sent>();
+		sent->device = dev;
+		sent->segment = h.inode;
+		sent->offset = h.offset;
+		check(npurtEventCreateWithFlags(&sent->event,
+		                                npurtEventInterprocess | npurtEventDisableTiming),
+		      "npurtEventCreateWithFlags");
+		{
+			std::lock_guard<std::mutex> lock(state().mutex);
+			try {
+				takeSlot(sent.get());
+			} catch (...) {
+				npurtEventDestroy(sent->event);
+				throw;
+			}
+			sent->counter()->store(0, std::memory_order_relaxed);
+			state().own.insert_or_assign(
+			        std::make_pair(h.inode, h.offset),
+			        c10::weak_intrusive_ptr<c10::StorageImpl>(
+			                c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(impl)));
+		}
+		c10::DataPtr parked(ptr, sent.get(), &sentDelete, impl->data_ptr().device());
+		sent->block = impl->set_data_ptr(std::move(parked));
+		s = sent.release();
+	}
+	// The consumer's stream waits for what is queued on the block now.
+	check(npurtEventRecord(s->event, currentNative(dev)), "npurtEventRecord");
+	npurtIpcEventHandle_t eh{};
+	check(npurtIpcGetEventHandle(&eh, s->event), "npurtIpcGetEventHandle");
+	s->counter()->fetch_add(1, std::memory_order_acq_rel);
+	return py::make_tuple(
+	        py::bytes(handleBytes(&h, sizeof(h))), nbytes,
+	        py::make_tuple(static_cast<int>(getpid()), s->file->fd, s->file->identity, s->slot),
+	        py::bytes(handleBytes(&eh, sizeof(eh))));
+}
+
+// Another process's counter file, mapped (cached by process and file).
+std::shared_ptr<CounterMap> mapCounters(int pid, int fd, uint64_t identity)
+{
+	State &st = state();
+	const auto key = std::make_tuple(pid, fd, identity);
+	{
+		std::lock_guard<std::mutex> lock(st.mutex);
+		if (auto m = st.counterMaps[key].lock())
+			return m;
+	}
+	int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+	TORCH_CHECK(pidfd >= 0, osError("receiving an NPU tensor: the process that shared it (" +
+	                                        std::to_string(pid) + ")" +
+	                                        (errno == ESRCH ? " has exited" : ""),
+	                                errno));
+	int local = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+	const int e = errno;
+	close(pidfd);
+	TORCH_CHECK(local >= 0,
+	            osError("receiving an NPU tensor: taking its reference counters from "
+	                    "process " +
+	                            std::to_string(pid) +
+	                            (e == EPERM ? " (another user's process, or ptrace "
+	                                          "restrictions such as Yama's ptrace_scope)"
+	                                        : ""),
+	                    e));
+	if (fileIdentity(local) != identity) {
+		close(local);
+		TORCH_CHECK(false, "receiving an NPU tensor: process ", pid,
+		            " no longer has the tensor's reference counters (it exited?)");
+	}
+	auto m = std::make_shared<CounterMap>();
+	m->base = mmap(nullptr, kCounterFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
+	const int me = errno;
+	close(local);
+	if (m->base == MAP_FAILED) {
+		m->base = nullptr;
+		TORCH_CHECK(false, osError("receiving an NPU tensor: mapping its counters", me));
+	}
+	std::lock_guard<std::mutex> lock(st.mutex);
+	st.counterMaps[key] = m;
+	return m;
+}
+
+// The segment named by h, mapped in this process (cached by process and
+// segment); the block's address in *ptr.
+std::shared_ptr<Mapping> mapSegment(const npurtIpcMemHandle_t &h, int dev, void **ptr)
+{
+	State &st = state();
+	const auto key = std::make_pair(h.pid, h.inode);
+	{
+		std::lock_guard<std::mutex> lock(st.mutex);
+		if (auto m = st.mappings[key].lock()) {
+			TORCH_CHECK(m->device == dev,
+			            "receiving an NPU tensor: its memory is mapped "
+			            "on NPU ",
+			            m->device, ", not NPU ", dev);
+			*ptr = static_cast<char *>(m->base) + h.offset;
+			return m;
+		}
+	}
+	void *p = nullptr;
+	check(npurtIpcOpenMemHandle(&p, h, 0), "npurtIpcOpenMemHandle");
+	auto m = std::make_shared<Mapping>();
+	m->device = dev;
+	m->base = static_cast<char *>(p) - h.offset;
+	*ptr = p;
+	std::lock_guard<std::mutex> lock(st.mutex);
+	st.mappings[key] = m;
+	return m;
+}
+
+template <typename Map> void pruneExpired(Map &map)
+{
+	for (auto it = map.begin(); it != map.end();)
+		it = it->second.expired() ? map.erase(it) : std::next(it);
+}
+
+// The storage of a shared tensor, in this process.
+c10::intrusive_ptr<c10::StorageImpl> receiveStorage(int dev, const npurtIpcMemHandle_t &h,
+                                                    size_t nbytes, int pid, int fd,
+                                                    uint64_t identity, uint32_t slot)
+{
+	State &st = state();
+	TORCH_CHECK(slot < kCountersPerFile, "receiving an NPU tensor: bad counter slot ", slot);
+	if (pid == getpid()) {
+		// Sent within this process (a queue between its threads): the
+		// producer's own storage, whose share counted one use too many.
+		std::lock_guard<std::mutex> lock(st.mutex);
+		auto it = st.own.find({h.inode, h.offset});
+		c10::intrusive_ptr<c10::StorageImpl> impl =
+		        it == st.own.end() ? c10::intrusive_ptr<c10::StorageImpl>()
+		                           : it->second.lock();
+		TORCH_CHECK(impl, "receiving an NPU tensor: this process shared it and has "
+		                  "freed it since");
+		for (auto &f : st.files)
+			if (f->fd == fd && f->identity == identity)
+				counterAt(f->base, slot)->fetch_sub(1, std::memory_order_acq_rel);
+		return impl;
+	}
+	auto counters = mapCounters(pid, fd, identity);
+	const auto key = std::make_tuple(pid, h.inode, h.offset);
+	{
+		std::lock_guard<std::mutex> lock(st.mutex);
+		auto it = st.received.find(key);
+		if (it != st.received.end())
+			if (auto impl = it->second.lock()) {
+				// Already here: that storage holds the block; this
+				// share's use is given back at once.
+				counterAt(counters->base, slot)
+				        ->fetch_sub(1, std::memory_order_acq_rel);
+				return impl;
+			}
+	}
+	void *ptr = nullptr;
+	auto mapping = mapSegment(h, dev, &ptr);
+	auto *r = new Received{std::move(mapping), std::move(counters), slot, dev};
+	c10::DataPtr data(ptr, r, &receivedDelete, c10::Device(kNpu, dev));
+	auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(),
+	                                                  nbytes, std::move(data), nullptr,
+	                                                  /*resizable=*/false);
+	std::lock_guard<std::mutex> lock(st.mutex);
+	pruneExpired(st.received);
+	pruneExpired(st.own);
+	st.received.insert_or_assign(key, c10::weak_intrusive_ptr<c10::StorageImpl>(impl));
+	return impl;
+}
+
+at::Tensor rebuild(int dev, const std::string &handle, size_t nbytes, const py::tuple &counter,
+                   const std::string &event, const py::object &dtype,
+                   const std::vector<int64_t> &sizes, const std::vector<int64_t> &strides,
+                   int64_t offset)
+{
+	npurtIpcMemHandle_t h{};
+	npurtIpcEventHandle_t eh{};
+	TORCH_CHECK(handle.size() == sizeof(h) && event.size() == sizeof(eh) && counter.size() == 4,
+	            "receiving an NPU tensor: malformed sharing data");
+	std::memcpy(&h, handle.data(), sizeof(h));
+	std::memcpy(&eh, event.data(), sizeof(eh));
+	dev = checkedDevice(dev);
+	at::ScalarType st = torch::python::detail::py_object_to_dtype(dtype);
+	ipcCollect();
+	DeviceScope scope(dev);
+	auto impl = receiveStorage(dev, h, nbytes, counter[0].cast<int>(), counter[1].cast<int>(),
+	                           counter[2].cast<uint64_t>(), counter[3].cast<uint32_t>());
+	if (h.pid != getpid()) {
+		// The work the producer queued on the block before sharing it
+		// comes before this process's work on it.
+		npurtEvent_t ev = nullptr;
+		check(npurtIpcOpenEventHandle(&ev, eh), "npurtIpcOpenEventHandle");
+		npurtError_t err = npurtStreamWaitEvent(currentNative(dev), ev, 0);
+		npurtEventDestroy(ev);
+		check(err, "npurtStreamWaitEvent");
+	}
+	at::Tensor t = at::empty({0}, at::TensorOptions().dtype(st).device(kNpu, dev));
+	t.set_(c10::Storage(std::move(impl)), offset, sizes, strides);
+	return t;
+}
+
+}  // namespace
+
+void registerIpc(py::module &m)
+{
+	m.def("_ipc_share", &share);
+	m.def("_ipc_rebuild", &rebuild);
+	m.def("_ipc_collect", [] {
+		py::gil_scoped_release nogil;
+		return ipcCollect();
+	});
+	m.def("_ipc_limbo", [] {
+		std::lock_guard<std::mutex> lock(state().mutex);
+		return state().limbo.size();
+	});
+}
+
+}  // namespace torch_npurt

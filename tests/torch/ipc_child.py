@@ -1,0 +1,124 @@
+"""The other process of test_multiprocessing: forked by conftest before the
+suite starts libnpurt (so it may use the NPUs; a child forked later could
+not), it runs the functions the tests send it over torch.multiprocessing
+queues, which share NPU tensors."""
+import gc
+import pickle
+import traceback
+
+import torch
+
+from torch_npurt import npu
+
+_held = []
+
+
+class Helper:
+    """The parent's end: call(fn, *args) runs fn(*args) in the child and
+    returns its result (raising RuntimeError with the child's traceback)."""
+
+    def __init__(self):
+        ctx = torch.multiprocessing.get_context("fork")
+        self.requests = ctx.Queue()
+        self.replies = ctx.Queue()
+        self.process = ctx.Process(target=_serve, args=(self.requests, self.replies),
+                                   daemon=True)
+        self.process.start()
+        self.sent = 0
+
+    def send(self, fn, *args):
+        """Starts fn(*args) in the child; returns the id result() takes."""
+        self.sent += 1
+        self.requests.put((self.sent, fn, args))
+        return self.sent
+
+    def result(self, ident, timeout=300):
+        while True:  # replies to calls a failed test did not wait for go
+            got, ok, value = self.replies.get(timeout=timeout)
+            if got == ident:
+                break
+        if not ok:
+            raise RuntimeError("in the child: " + value)
+        return value
+
+    def call(self, fn, *args):
+        return self.result(self.send(fn, *args))
+
+    def stop(self):
+        self.requests.put(None)
+        self.process.join(60)
+
+
+def _serve(requests, replies):
+    while True:
+        req = requests.get()
+        if req is None:
+            break
+        ident, fn, args = req
+        try:
+            replies.put((ident, True, fn(*args)))
+        except Exception:  # the parent raises it
+            replies.put((ident, False, traceback.format_exc()))
+        del req, fn, args
+
+
+# --------------------------------------------- what the tests run there
+
+def describe(t):
+    """A received tensor as plain data."""
+    return {"device": str(t.device), "dtype": t.dtype, "shape": tuple(t.shape),
+            "stride": t.stride(), "offset": t.storage_offset(),
+            "type": type(t).__name__, "requires_grad": t.requires_grad,
+            "values": t.detach().cpu().tolist()}
+
+
+def add_(t, value):
+    t.add_(value)
+    npu.synchronize()
+    return True
+
+
+def same_storage(a, b):
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() \
+        if hasattr(a, "untyped_storage") else a.storage().data_ptr() == b.storage().data_ptr()
+
+
+def make(n, value, device=0):
+    """A tensor made here, sent back (kept here too, for read_held)."""
+    t = torch.full((n,), float(value), device=npu.torch_device(device))
+    _held.append(t)
+    return t
+
+
+def hold(t):
+    _held.append(t)
+    return len(_held)
+
+
+def read_held():
+    return [h.cpu().tolist() for h in _held]
+
+
+def release():
+    del _held[:]
+    gc.collect()
+    return True
+
+
+def rebuild_pickled(data):
+    """vLLM's way: reduce_tensor's pair, pickled, sent as bytes."""
+    fn, args = pickle.loads(data)
+    return describe(fn(*args))
+
+
+def rebuild_error(fn, args):
+    try:
+        fn(*args)
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
+def wait_event(ev):
+    ev.synchronize()
+    return ev.query()

@@ -1,0 +1,210 @@
+"""NPU tensors through torch.multiprocessing: shared, not copied, as CUDA
+tensors are. The other process is conftest's helper (ipc_child), which
+runs the functions sent to it over torch.multiprocessing queues."""
+import pickle
+import subprocess
+import threading
+from multiprocessing.reduction import ForkingPickler
+
+import pytest
+import torch
+import torch.multiprocessing.reductions as reductions
+
+import ipc_child
+import torch_npurt
+from torch_npurt import npu
+
+
+def limbo():
+    return torch_npurt._C._ipc_limbo()
+
+
+def test_a_shared_tensor_is_the_same_memory(ipc_helper, dev):
+    x = torch.arange(1000, dtype=torch.float32, device=dev)
+    got = ipc_helper.call(ipc_child.describe, x)
+    assert got["device"] == str(dev)
+    assert got["dtype"] == torch.float32 and got["shape"] == (1000,)
+    assert got["values"] == list(range(1000))
+    assert ipc_helper.call(ipc_child.add_, x, 1.5)
+    assert x.cpu().tolist() == [v + 1.5 for v in range(1000)], "the child's write is seen here"
+    ipc_helper.call(ipc_child.release)
+
+
+def test_views_keep_their_shape_strides_and_offset(ipc_helper, dev):
+    base = torch.arange(64, dtype=torch.int64, device=dev).reshape(8, 8)
+    view = base[2:5, 1::2]
+    for t in (view, base.t(), base[7], base[3:4, 5:6].squeeze()):
+        got = ipc_helper.call(ipc_child.describe, t)
+        assert (got["shape"], got["stride"], got["offset"]) == \
+            (tuple(t.shape), t.stride(), t.storage_offset())
+        assert got["values"] == t.cpu().tolist()
+    assert ipc_helper.call(ipc_child.same_storage, view, base.t()), \
+        "two views of one storage arrive on one storage"
+    ipc_helper.call(ipc_child.release)
+
+
+def test_a_tensor_made_in_the_other_process(ipc_helper, dev):
+    y = ipc_helper.call(ipc_child.make, 4096, 2.0)
+    assert y.device == dev and y.shape == (4096,)
+    assert y.cpu().eq(2.0).all()
+    y.mul_(3)
+    npu.synchronize()
+    assert ipc_helper.call(ipc_child.read_held) == [[6.0] * 4096], "our write is seen there"
+    del y
+    ipc_helper.call(ipc_child.release)
+
+
+def test_the_sender_keeps_the_block_while_a_receiver_holds_it(ipc_helper, dev):
+    npu.ipc_collect()
+    before, parked = npu.memory_allocated(), limbo()
+    n = 1 << 18  # 1 MiB of float32
+    x = torch.full((n,), 7.0, device=dev)
+    assert ipc_helper.call(ipc_child.hold, x) == 1
+    del x
+    assert limbo() == parked + 1, "dropped here, still used there"
+    assert npu.memory_allocated() == before + 4 * n
+    # Blocks of the same size now must not be the held one.
+    others = [torch.full((n,), 3.0, device=dev) for _ in range(4)]
+    npu.ipc_collect()
+    assert limbo() == parked + 1
+    assert ipc_helper.call(ipc_child.read_held) == [[7.0] * n]
+    del others
+    assert ipc_helper.call(ipc_child.release)
+    npu.ipc_collect()
+    assert limbo() == parked
+    assert npu.memory_allocated() == before
+
+
+def test_the_receiver_waits_for_the_work_queued_before_the_send(ipc_helper, dev):
+    x = torch.zeros(1 << 16, device=dev)
+    s = npu.current_stream()
+    gate = torch_npurt._C._StreamGate(s.device_index, s.stream_id, 120)
+    try:
+        x.fill_(5.0)  # queued behind the gate
+        ident = ipc_helper.send(ipc_child.describe, x)
+    finally:
+        gate.release()
+    got = ipc_helper.result(ident)
+    assert not gate.expired()
+    assert got["values"] == [5.0] * (1 << 16), "the child read before our fill ran"
+    ipc_helper.call(ipc_child.release)
+
+
+def test_parameters_and_requires_grad_arrive(ipc_helper, dev):
+    p = torch.nn.Parameter(torch.ones(3, device=dev))
+    got = ipc_helper.call(ipc_child.describe, p)
+    assert got["type"] == "Parameter" and got["requires_grad"]
+    leaf = torch.ones(2, device=dev, requires_grad=True)
+    assert ipc_helper.call(ipc_child.describe, leaf)["requires_grad"]
+    ints = torch.nn.Parameter(torch.arange(3, device=dev), requires_grad=False)
+    got = ipc_helper.call(ipc_child.describe, ints)
+    assert got["dtype"] == torch.int64 and got["values"] == [0, 1, 2]
+    ipc_helper.call(ipc_child.release)
+
+
+def test_what_cannot_be_shared_is_refused(dev):
+    leaf = torch.ones(2, device=dev, requires_grad=True)
+    with pytest.raises(RuntimeError, match="non-leaf tensor which requires_grad"):
+        ForkingPickler.dumps(leaf * 2)
+    storage = leaf.untyped_storage() if hasattr(leaf, "untyped_storage") else leaf.storage()
+    with pytest.raises(RuntimeError, match="Cannot pickle NPU storage"):
+        ForkingPickler.dumps(storage)
+    # A CPU tensor still goes torch's way (shared memory).
+    cpu = pickle.loads(ForkingPickler.dumps(torch.ones(3)))
+    assert cpu.is_shared() and cpu.tolist() == [1.0] * 3
+
+
+def test_empty_tensors(ipc_helper, dev):
+    for t in (torch.empty(0, device=dev), torch.empty(3, 0, device=dev)):
+        got = ipc_helper.call(ipc_child.describe, t)
+        assert got["shape"] == tuple(t.shape) and got["device"] == str(dev)
+
+
+def test_an_interprocess_event_pickles(ipc_helper, dev):
+    ev = npu.Event(interprocess=True)
+    assert ev.device is None
+    ev.record()
+    assert ev.device == dev
+    assert ipc_helper.call(ipc_child.wait_event, ev) is True
+    with pytest.raises(RuntimeError, match="interprocess=True"):
+        ForkingPickler.dumps(npu.Event())
+
+
+def test_in_the_same_process_the_tensor_comes_back_on_its_storage(dev):
+    parked = limbo()
+    x = torch.arange(10.0, device=dev)
+    y = pickle.loads(ForkingPickler.dumps(x[2:]))
+    assert y.data_ptr() == x[2:].data_ptr() and y.tolist() == list(range(2, 10))
+    del x
+    assert y.tolist() == list(range(2, 10))
+    del y
+    npu.ipc_collect()
+    assert limbo() == parked, "the same-process receive gave its use back"
+
+
+def test_reduce_tensor_pairs_travel_as_bytes(ipc_helper, dev):
+    # vLLM shares weights this way: torch.multiprocessing.reductions'
+    # reduce_tensor, pickled, through any channel.
+    x = torch.linspace(0, 1, 33, device=dev)
+    data = pickle.dumps(reductions.reduce_tensor(x))
+    got = ipc_helper.call(ipc_child.rebuild_pickled, data)
+    assert got["values"] == x.cpu().tolist()
+    ipc_helper.call(ipc_child.release)
+
+
+def test_bad_sharing_data_is_a_clear_error(ipc_helper, dev):
+    x = torch.ones(4, device=dev)
+    fn, args = reductions.reduce_tensor(x)
+    handle, nbytes, counter, event = args[-1]
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # reaped: its pid names no process
+    dead = args[:-1] + ((handle, nbytes, (gone.pid,) + counter[1:], event),)
+    msg = ipc_helper.call(ipc_child.rebuild_error, fn, dead)
+    assert msg and "has exited" in msg, msg
+    short = args[:-1] + ((handle[:10], nbytes, counter, event),)
+    msg = ipc_helper.call(ipc_child.rebuild_error, fn, short)
+    assert msg and "malformed" in msg, msg
+    junk = args[:-1] + ((bytes(64), nbytes, counter, event),)
+    msg = ipc_helper.call(ipc_child.rebuild_error, fn, junk)
+    assert msg and "npurtIpcOpenMemHandle" in msg, msg
+    # The sends above counted uses the child never took: gone with x's
+    # block only once this process exits, as with CUDA.
+    ipc_helper.call(ipc_child.release)
+
+
+def test_modules_share_memory(ipc_helper, dev):
+    model = torch.nn.Linear(4, 2).to(dev)
+    assert model.share_memory() is model
+    w = model.weight.detach().cpu()
+    got = ipc_helper.call(ipc_child.describe, model.weight)
+    assert got["type"] == "Parameter"
+    torch.testing.assert_close(torch.tensor(got["values"]), w)
+    ipc_helper.call(ipc_child.release)
+
+
+def test_threads_share_concurrently(dev):
+    xs = [torch.full((1000,), float(i), device=dev) for i in range(8)]
+    out = [None] * len(xs)
+
+    def send(i):
+        out[i] = ForkingPickler.dumps(xs[i][i:])
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, data in enumerate(out):
+        y = pickle.loads(data)
+        assert y.shape == (1000 - i,) and y.eq(float(i)).all()
+
+
+@pytest.mark.skipif(npu.device_count() < 2, reason="one NPU")
+def test_a_tensor_of_the_second_npu(ipc_helper):
+    x = torch.arange(5.0, device=npu.torch_device(1))
+    got = ipc_helper.call(ipc_child.describe, x)
+    assert got["device"] == str(x.device) and got["values"] == list(range(5))
+    y = ipc_helper.call(ipc_child.make, 3, 1.0, 1)
+    assert y.device == x.device and y.tolist() == [1.0] * 3
+    del y
+    ipc_helper.call(ipc_child.release)

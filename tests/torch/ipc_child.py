@@ -122,3 +122,17 @@ def rebuild_error(fn, args):
 def wait_event(ev):
     ev.synchronize()
     return ev.query()
+
+
+_kept = []
+
+
+def spawned_worker(requests, replies):
+    """A worker of the spawn start method (a fresh interpreter: the tensor's
+    unpickling imports torch_npurt): adds 1 to what it gets, and exits
+    still holding it."""
+    t = requests.get()
+    t.add_(1)
+    npu.synchronize()
+    _kept.append(t)
+    replies.put((str(t.device), t.sum().item()))

@@ -208,3 +208,23 @@ def test_a_tensor_of_the_second_npu(ipc_helper):
     assert y.device == x.device and y.tolist() == [1.0] * 3
     del y
     ipc_helper.call(ipc_child.release)
+
+
+def test_a_spawned_worker(dev, capfd):
+    # What users write (a fresh interpreter: one more `import torch`).
+    ctx = torch.multiprocessing.get_context("spawn")
+    requests, replies = ctx.Queue(), ctx.Queue()
+    worker = ctx.Process(target=ipc_child.spawned_worker, args=(requests, replies))
+    worker.start()
+    try:
+        x = torch.zeros(100, device=dev)
+        requests.put(x)
+        assert replies.get(timeout=600) == (str(dev), 100.0)
+        worker.join(120)
+    finally:
+        if worker.is_alive():
+            worker.kill()
+    assert worker.exitcode == 0
+    assert x.cpu().eq(1).all()
+    err = capfd.readouterr().err
+    assert "torch_npurt" not in err and "Traceback" not in err, err

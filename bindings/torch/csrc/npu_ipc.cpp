@@ -139,6 +139,30 @@ State &state()
 	return *s;
 }
 
+// DeviceScope for deleters, which cannot throw (at exit the runtime may be
+// gone: the calls then fail, and are reported at most once).
+class QuietDeviceScope {
+public:
+	explicit QuietDeviceScope(int device)
+	{
+		if (npurtGetDevice(&previous_) != npurtSuccess || previous_ == device)
+			previous_ = -1;
+		else if (npurtSetDevice(device) != npurtSuccess)
+			previous_ = -1;
+		npurtGetLastError();
+	}
+	~QuietDeviceScope()
+	{
+		if (previous_ >= 0 && npurtSetDevice(previous_) != npurtSuccess)
+			npurtGetLastError();
+	}
+	QuietDeviceScope(const QuietDeviceScope &) = delete;
+	QuietDeviceScope &operator=(const QuietDeviceScope &) = delete;
+
+private:
+	int previous_ = -1;
+};
+
 std::atomic<bool> releaseErrorReported{false};
 
 // Deleters cannot throw: a failure is reported once.
@@ -152,7 +176,7 @@ void reportOnce(const char *what, npurtError_t err)
 
 Mapping::~Mapping()
 {
-	DeviceScope scope(device);
+	QuietDeviceScope scope(device);
 	reportOnce("npurtIpcCloseMemHandle", npurtIpcCloseMemHandle(base));
 }
 
@@ -190,7 +214,7 @@ void takeSlot(Sent *s)
 void destroySent(Sent *s)
 {
 	if (s->event) {
-		DeviceScope scope(s->device);
+		QuietDeviceScope scope(s->device);
 		reportOnce("npurtEventDestroy", npurtEventDestroy(s->event));
 	}
 	s->block.clear();  // back to the allocator
@@ -220,8 +244,10 @@ void sentDelete(void *ctx)
 void finishRelease(Received *r)
 {
 	{
-		DeviceScope scope(r->device);
-		reportOnce("npurtDeviceSynchronize", npurtDeviceSynchronize());
+		// A failure is a stream's earlier fault: its work stopped.
+		QuietDeviceScope scope(r->device);
+		if (npurtDeviceSynchronize() != npurtSuccess)
+			npurtGetLastError();
 	}
 	r->mapping.reset();
 	counterAt(r->counters->base, r->slot)->fetch_sub(1, std::memory_order_acq_rel);

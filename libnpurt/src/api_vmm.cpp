@@ -60,12 +60,13 @@ npurtError_t checkProp(const char *api, const npurtMemAllocationProp *prop)
 		                std::string(api) + ": allocation type " +
 		                        std::to_string(static_cast<int>(prop->type)) +
 		                        " (only npurtMemAllocationTypePinned is supported)");
-	if (prop->requestedHandleTypes != npurtMemHandleTypeNone)
+	if (prop->requestedHandleTypes != npurtMemHandleTypeNone &&
+	    prop->requestedHandleTypes != npurtMemHandleTypePosixFileDescriptor)
 		return setError(
 		        npurtErrorNotSupported,
-		        std::string(api) + ": shareable handle types (" +
+		        std::string(api) + ": shareable handle type " +
 		                std::to_string(static_cast<int>(prop->requestedHandleTypes)) +
-		                ") are not supported");
+		                " (only npurtMemHandleTypePosixFileDescriptor)");
 	for (unsigned char b : prop->reserved)
 		if (b)
 			return setError(npurtErrorInvalidValue,
@@ -131,12 +132,65 @@ npurtError_t npurtMemCreate(npurtMemGenericAllocationHandle_t *handle, size_t si
 			                std::to_string(prop->location.id) + " while NPU " +
 			                std::to_string(c->ordinal()) +
 			                " is current (make it current with npurtSetDevice)");
-		npurtError_t err = VirtualMemory::instance().create(*c, size, handle);
+		npurtError_t err = VirtualMemory::instance().create(
+		        *c, size,
+		        prop->requestedHandleTypes == npurtMemHandleTypePosixFileDescriptor,
+		        handle);
 		if (err == npurtErrorMemoryAllocation)
 			npurt::notifyOutOfMemory(c->ordinal(), size);
 		return err;
 	} catch (...) {
 		return npurt::errorFromException("npurtMemCreate");
+	}
+}
+
+npurtError_t npurtMemExportToShareableHandle(void *shareableHandle,
+                                             npurtMemGenericAllocationHandle_t handle,
+                                             npurtMemAllocationHandleType handleType,
+                                             unsigned long long flags)
+{
+	try {
+		const char *api = "npurtMemExportToShareableHandle";
+		if (!shareableHandle)
+			return nullArgument(api, "shareableHandle");
+		if (npurtError_t err = noFlags(api, flags))
+			return err;
+		if (handleType != npurtMemHandleTypePosixFileDescriptor)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": handle type " +
+			                        std::to_string(static_cast<int>(handleType)) +
+			                        " (only npurtMemHandleTypePosixFileDescriptor)");
+		return VirtualMemory::instance().exportFd(handle,
+		                                          static_cast<int *>(shareableHandle));
+	} catch (...) {
+		return npurt::errorFromException("npurtMemExportToShareableHandle");
+	}
+}
+
+npurtError_t npurtMemImportFromShareableHandle(npurtMemGenericAllocationHandle_t *handle,
+                                               void *osHandle,
+                                               npurtMemAllocationHandleType shHandleType)
+{
+	try {
+		const char *api = "npurtMemImportFromShareableHandle";
+		if (!handle)
+			return nullArgument(api, "handle");
+		if (shHandleType != npurtMemHandleTypePosixFileDescriptor)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": handle type " +
+			                        std::to_string(static_cast<int>(shHandleType)) +
+			                        " (only npurtMemHandleTypePosixFileDescriptor)");
+		const auto fd = reinterpret_cast<intptr_t>(osHandle);
+		if (fd < 0 || fd > INT32_MAX)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": osHandle " + std::to_string(fd) +
+			                        " is not a file descriptor");
+		Context *c = nullptr;
+		if (npurtError_t err = current(&c, api))
+			return err;
+		return VirtualMemory::instance().importFd(*c, static_cast<int>(fd), handle);
+	} catch (...) {
+		return npurt::errorFromException("npurtMemImportFromShareableHandle");
 	}
 }
 

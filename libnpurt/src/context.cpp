@@ -464,16 +464,14 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 		                : errorFromErrno(ret),
 		        osMessage("npurtIpcOpenMemHandle: importing fd " + std::to_string(h.fd),
 		                  ret));
+	if (ownsSegmentBo(p.handle))
+		return setError(npurtErrorInvalidValue,
+		                "npurtIpcOpenMemHandle: the handle names memory of this process; "
+		                "use the pointer it was made from");
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
 		// PRIME gives back the handle this file already has for the
-		// buffer: the segment's own (memory of this process: closing the
-		// import would close the segment's handle) or an open import's.
-		for (const auto &[addr, seg] : segments_)
-			if (seg.handle == p.handle)
-				return setError(npurtErrorInvalidValue,
-				                "npurtIpcOpenMemHandle: the handle names memory of "
-				                "this process; use the pointer it was made from");
+		// buffer: an open import's shares its mapping.
 		for (auto &[addr, imp] : imports_)
 			if (imp.handle == p.handle && imp.size == h.size) {
 				imp.opens++;
@@ -509,6 +507,26 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 	}
 	*devPtr = reinterpret_cast<void *>(va + h.offset);
 	return npurtSuccess;
+}
+
+bool Context::ownsSegmentBo(uint32_t h)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	for (const auto &[addr, seg] : segments_)
+		if (seg.handle == h)
+			return true;
+	return false;
+}
+
+bool Context::ownsBo(uint32_t h)
+{
+	if (ownsSegmentBo(h))
+		return true;
+	std::lock_guard<std::mutex> lock(mutex_);
+	for (const auto &[addr, imp] : imports_)
+		if (imp.handle == h)
+			return true;
+	return false;
 }
 
 npurtError_t Context::ipcClose(uint64_t addr)

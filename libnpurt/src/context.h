@@ -123,6 +123,10 @@ public:
 	// its peers' streams that reach its memory) has ended, or deadlineNs
 	// (CLOCK_MONOTONIC) passed; whether it ended.
 	bool waitQueuedWork(int64_t deadlineNs);
+	// Whether GEM handle h is one of this context's pool segments or IPC
+	// imports (PRIME returns it again for the same buffer).
+	bool ownsBo(uint32_t h);
+	bool ownsSegmentBo(uint32_t h);  // a pool segment's
 	// How long unmapping memory (npurtMemUnmap, narrowing access,
 	// npurtIpcCloseMemHandle) waits for queued work that may use it.
 	static constexpr int64_t kQueuedWorkLimitNs = 60'000'000'000;

@@ -1,6 +1,8 @@
 // Virtual memory management; see vmm.h.
 #include "vmm.h"
 
+#include <fcntl.h>
+
 #include <cerrno>
 #include <ctime>
 #include <vector>
@@ -42,7 +44,7 @@ VirtualMemory &VirtualMemory::instance()
 	return *vm;
 }
 
-npurtError_t VirtualMemory::create(Context &ctx, uint64_t size,
+npurtError_t VirtualMemory::create(Context &ctx, uint64_t size, bool shareable,
                                    npurtMemGenericAllocationHandle_t *out)
 {
 	const char *api = "npurtMemCreate";
@@ -84,6 +86,85 @@ npurtError_t VirtualMemory::create(Context &ctx, uint64_t size,
 	a.bo = c.handle;
 	a.size = size;
 	a.device = ctx.ordinal();
+	a.shareable = shareable;
+	*out = ++nextHandle_;
+	allocs_.emplace(*out, a);
+	return npurtSuccess;
+}
+
+npurtError_t VirtualMemory::exportFd(npurtMemGenericAllocationHandle_t handle, int *fd)
+{
+	const char *api = "npurtMemExportToShareableHandle";
+	Context *ctx = nullptr;
+	drm_prime_handle p{};
+	{
+		std::lock_guard<std::mutex> lock(mutex_);
+		auto it = allocs_.find(handle);
+		if (it == allocs_.end() || it->second.handleRefs == 0)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": " + handleName(handle) +
+			                        " is not a live allocation");
+		if (!it->second.shareable)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": " + handleName(handle) +
+			                        " was not created with requestedHandleTypes "
+			                        "npurtMemHandleTypePosixFileDescriptor");
+		ctx = it->second.ctx;
+		p.handle = it->second.bo;
+	}
+	// The handle stays live while the caller holds it (a release racing
+	// with the export is the caller's own bug, as CUDA's).
+	p.flags = DRM_CLOEXEC | DRM_RDWR;
+	if (int ret = ctx->node().ioctl(DRM_IOCTL_PRIME_HANDLE_TO_FD, &p))
+		return setError(errorFromErrno(ret),
+		                osMessage(std::string(api) + ": exporting", ret));
+	*fd = p.fd;
+	return npurtSuccess;
+}
+
+npurtError_t VirtualMemory::importFd(Context &ctx, int fd, npurtMemGenericAllocationHandle_t *out)
+{
+	const char *api = "npurtMemImportFromShareableHandle";
+	drm_prime_handle p{};
+	p.fd = fd;
+	if (int ret = ctx.node().ioctl(DRM_IOCTL_PRIME_FD_TO_HANDLE, &p))
+		return setError(ret == -EBADF || ret == -EINVAL || ret == -EOPNOTSUPP
+		                        ? npurtErrorInvalidValue
+		                        : errorFromErrno(ret),
+		                osMessage(std::string(api) + ": fd " + std::to_string(fd) +
+		                                  " is not shareable device memory",
+		                          ret));
+	drm_npu_bo_info info{};
+	info.handle = p.handle;
+	int ret = ctx.node().ioctl(DRM_IOCTL_NPU_BO_INFO, &info);
+	const bool pools = ctx.ownsBo(p.handle);  // before mutex_ (the lock order)
+	std::lock_guard<std::mutex> lock(mutex_);
+	// PRIME hands back the handle this file already has for the buffer:
+	// an allocation of this process (one more reference), or memory the
+	// caching pool or an IPC import owns (which a release would close).
+	for (auto &[h, a] : allocs_)
+		if (a.ctx == &ctx && a.bo == p.handle && a.handleRefs > 0) {
+			a.handleRefs++;
+			*out = h;
+			return npurtSuccess;
+		}
+	if (pools)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": fd " + std::to_string(fd) +
+		                        " is memory of this process's pool (use its pointer)");
+	if (ret || !info.size || info.size % kGranularity) {
+		ctx.closeBo(p.handle);
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": fd " + std::to_string(fd) +
+		                        " is not memory made by npurtMemCreate");
+	}
+	Allocation a;
+	a.ctx = &ctx;
+	a.bo = p.handle;
+	a.size = info.size;
+	a.device = ctx.ordinal();
+	a.shareable = true;
+	a.imported = true;
 	*out = ++nextHandle_;
 	allocs_.emplace(*out, a);
 	return npurtSuccess;
@@ -95,7 +176,8 @@ void VirtualMemory::unref(std::map<npurtMemGenericAllocationHandle_t, Allocation
 	if (a.handleRefs > 0 || a.mappings > 0)
 		return;
 	a.ctx->closeBo(a.bo);
-	Runtime::instance().device(a.device).uncharge(a.size);
+	if (!a.imported)
+		Runtime::instance().device(a.device).uncharge(a.size);
 	allocs_.erase(it);
 }
 
@@ -124,7 +206,8 @@ npurtError_t VirtualMemory::properties(npurtMemGenericAllocationHandle_t handle,
 		                        " is not a live allocation");
 	*prop = npurtMemAllocationProp{};
 	prop->type = npurtMemAllocationTypePinned;
-	prop->requestedHandleTypes = npurtMemHandleTypeNone;
+	prop->requestedHandleTypes = it->second.shareable ? npurtMemHandleTypePosixFileDescriptor
+	                                                  : npurtMemHandleTypeNone;
 	prop->location.type = npurtMemLocationTypeDevice;
 	prop->location.id = it->second.device;
 	return npurtSuccess;

@@ -29,7 +29,12 @@ public:
 
 	static VirtualMemory &instance();
 
-	npurtError_t create(Context &ctx, uint64_t size, npurtMemGenericAllocationHandle_t *out);
+	npurtError_t create(Context &ctx, uint64_t size, bool shareable,
+	                    npurtMemGenericAllocationHandle_t *out);
+	// Shareable allocations: a new dma-buf descriptor of handle's memory;
+	// an allocation handle (of ctx) for a descriptor of such memory.
+	npurtError_t exportFd(npurtMemGenericAllocationHandle_t handle, int *fd);
+	npurtError_t importFd(Context &ctx, int fd, npurtMemGenericAllocationHandle_t *out);
 	npurtError_t release(npurtMemGenericAllocationHandle_t handle);
 	npurtError_t properties(npurtMemGenericAllocationHandle_t handle,
 	                        npurtMemAllocationProp *prop);
@@ -60,6 +65,8 @@ private:
 		int device = 0;
 		int handleRefs = 1;  // npurtMemCreate's, npurtMemRetainAllocationHandle's
 		int mappings = 0;
+		bool shareable = false;  // made with a POSIX descriptor handle type
+		bool imported = false;  // another's memory: not charged here
 	};
 	struct Mapping {
 		uint64_t size = 0;

@@ -690,7 +690,7 @@ TEST(Ipc, ChildSide)
 	const std::string mode = std::getenv(kIpcModeEnv) ? std::getenv(kIpcModeEnv) : "bytes";
 	int sock = std::atoi(env);
 	npurtIpcMemHandle_t h{};
-	if (mode == "scm") {
+	if (mode == "scm" || mode == "vmm") {
 		int fd = recvFd(sock, &h, sizeof(h));
 		ASSERT_GE(fd, 0);
 		h.fd = fd;
@@ -731,6 +731,44 @@ TEST(Ipc, ChildSide)
 		EXPECT_EQ(npurtIpcCloseMemHandle(d), npurtSuccess);
 		npurtFreeHost(host);
 		npurtStreamDestroy(s);
+		char done = 1;
+		ASSERT_EQ(write(sock, &done, 1), 1);
+		return;
+	}
+	if (mode == "vmm") {
+		// A shareable npurtMemCreate allocation's descriptor, passed
+		// over the socket: imported, mapped, read, written.
+		const int fd = h.fd;
+		npurtMemGenericAllocationHandle_t a = 0;
+		ASSERT_EQ(npurtMemImportFromShareableHandle(
+		                  &a, reinterpret_cast<void *>(static_cast<intptr_t>(fd)),
+		                  npurtMemHandleTypePosixFileDescriptor),
+		          npurtSuccess)
+		        << lastMessage();
+		close(fd);  // the import holds the memory
+		npurtMemAllocationProp prop{};
+		ASSERT_EQ(npurtMemGetAllocationPropertiesFromHandle(&prop, a), npurtSuccess);
+		EXPECT_EQ(prop.requestedHandleTypes, npurtMemHandleTypePosixFileDescriptor);
+		npurtDeviceptr base = 0;
+		ASSERT_EQ(npurtMemAddressReserve(&base, h.size, 0, 0, 0), npurtSuccess);
+		ASSERT_EQ(npurtMemMap(base, h.size, 0, a, 0), npurtSuccess) << lastMessage();
+		npurtMemAccessDesc rw{};
+		rw.location.type = npurtMemLocationTypeDevice;
+		rw.location.id = 0;
+		rw.flags = npurtMemAccessFlagsProtReadWrite;
+		ASSERT_EQ(npurtMemSetAccess(base, h.size, &rw, 1), npurtSuccess) << lastMessage();
+		void *d = reinterpret_cast<void *>(base);
+		std::vector<unsigned char> got(1 << 20);
+		ASSERT_EQ(npurtMemcpy(got.data(), d, got.size(), npurtMemcpyDeviceToHost),
+		          npurtSuccess)
+		        << lastMessage();
+		EXPECT_EQ(got, pattern(1 << 20, 21));
+		auto reply = pattern(1 << 20, 42);
+		ASSERT_EQ(npurtMemcpy(d, reply.data(), reply.size(), npurtMemcpyHostToDevice),
+		          npurtSuccess);
+		EXPECT_EQ(npurtMemUnmap(base, h.size), npurtSuccess);
+		EXPECT_EQ(npurtMemRelease(a), npurtSuccess);
+		EXPECT_EQ(npurtMemAddressFree(base, h.size), npurtSuccess);
 		char done = 1;
 		ASSERT_EQ(write(sock, &done, 1), 1);
 		return;
@@ -816,7 +854,7 @@ void runIpcChild(const char *mode, const npurtIpcMemHandle_t &h,
 		_exit(127);
 	}
 	close(sv[1]);
-	if (std::string(mode) == "scm")
+	if (std::string(mode) == "scm" || std::string(mode) == "vmm")
 		ASSERT_EQ(sendFd(sv[0], h.fd, &h, sizeof(h)), 0);
 	else
 		ASSERT_EQ(write(sv[0], &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
@@ -892,6 +930,46 @@ TEST_F(Memory, IpcOpensNestAndCloseWaitsForQueuedWork)
 	ASSERT_EQ(npurtMemcpy(got.data(), d, got.size(), npurtMemcpyDeviceToHost), npurtSuccess);
 	EXPECT_EQ(got, std::vector<unsigned char>(1 << 20, 0x5a)) << "the child's memset ran whole";
 	EXPECT_EQ(npurtFree(d), npurtSuccess);
+}
+
+// A shareable npurtMemCreate allocation goes to another process as a
+// descriptor (SCM_RIGHTS), as CUDA's POSIX-descriptor handles: that process
+// maps it, and both see each other's writes; it outlives the exporter's
+// release while the other process holds it.
+TEST_F(Memory, VmmShareableAcrossProcesses)
+{
+	constexpr size_t kG = 2 << 20;
+	npurtMemAllocationProp prop{};
+	prop.type = npurtMemAllocationTypePinned;
+	prop.requestedHandleTypes = npurtMemHandleTypePosixFileDescriptor;
+	prop.location.type = npurtMemLocationTypeDevice;
+	prop.location.id = 0;
+	npurtMemGenericAllocationHandle_t a = 0;
+	ASSERT_EQ(npurtMemCreate(&a, kG, &prop, 0), npurtSuccess) << lastMessage();
+	npurtDeviceptr base = 0;
+	ASSERT_EQ(npurtMemAddressReserve(&base, kG, 0, 0, 0), npurtSuccess);
+	ASSERT_EQ(npurtMemMap(base, kG, 0, a, 0), npurtSuccess) << lastMessage();
+	npurtMemAccessDesc rw{};
+	rw.location = prop.location;
+	rw.flags = npurtMemAccessFlagsProtReadWrite;
+	ASSERT_EQ(npurtMemSetAccess(base, kG, &rw, 1), npurtSuccess) << lastMessage();
+	void *d = reinterpret_cast<void *>(base);
+	auto data = pattern(1 << 20, 21);
+	ASSERT_EQ(npurtMemcpy(d, data.data(), data.size(), npurtMemcpyHostToDevice), npurtSuccess);
+	npurtIpcMemHandle_t h{};  // the child's size; the descriptor goes alongside
+	h.size = kG;
+	ASSERT_EQ(
+	        npurtMemExportToShareableHandle(&h.fd, a, npurtMemHandleTypePosixFileDescriptor, 0),
+	        npurtSuccess)
+	        << lastMessage();
+	EXPECT_EQ(npurtMemRelease(a), npurtSuccess) << "mapped: it lives on";
+	runIpcChild("vmm", h);
+	close(h.fd);
+	std::vector<unsigned char> got(1 << 20);
+	ASSERT_EQ(npurtMemcpy(got.data(), d, got.size(), npurtMemcpyDeviceToHost), npurtSuccess);
+	EXPECT_EQ(got, pattern(1 << 20, 42)) << "the child's writes are visible here";
+	EXPECT_EQ(npurtMemUnmap(base, kG), npurtSuccess);
+	EXPECT_EQ(npurtMemAddressFree(base, kG), npurtSuccess);
 }
 
 // A process of another user cannot open the handle, even one that could

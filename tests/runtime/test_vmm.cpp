@@ -2,6 +2,7 @@
 // the VM): reservations, allocations, mappings and access, a range grown
 // in place, what unmapping waits for, the limit, the errors, and threads.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -144,7 +145,7 @@ TEST_F(Vmm, BadPropertiesAreRefused)
 	p.reserved[3] = 1;
 	EXPECT_EQ(npurtMemCreate(&h, kG, &p, 0), npurtErrorInvalidValue);
 	p = prop_;
-	p.requestedHandleTypes = static_cast<npurtMemAllocationHandleType>(1);
+	p.requestedHandleTypes = static_cast<npurtMemAllocationHandleType>(2);  // CUDA's Win32
 	EXPECT_EQ(npurtMemCreate(&h, kG, &p, 0), npurtErrorNotSupported);
 	EXPECT_EQ(npurtMemCreate(&h, kG, nullptr, 0), npurtErrorInvalidValue);
 	EXPECT_EQ(npurtMemCreate(nullptr, kG, &prop_, 0), npurtErrorInvalidValue);
@@ -168,6 +169,74 @@ TEST_F(Vmm, BadPropertiesAreRefused)
 
 // Two allocations mapped side by side are one buffer: a copy and an op
 // cross the seam, and the data is what was written.
+// A shareable allocation's descriptor: in this process it imports as the
+// same allocation (one more reference); what is not such memory is refused.
+TEST_F(Vmm, ShareableHandlesInOneProcess)
+{
+	npurtMemAllocationProp p = prop_;
+	p.requestedHandleTypes = npurtMemHandleTypePosixFileDescriptor;
+	npurtMemGenericAllocationHandle_t h = 0, plain = 0, again = 0;
+	ASSERT_EQ(npurtMemCreate(&h, kG, &p, 0), npurtSuccess) << lastMessage();
+	ASSERT_EQ(npurtMemCreate(&plain, kG, &prop_, 0), npurtSuccess) << lastMessage();
+	npurtMemAllocationProp got{};
+	ASSERT_EQ(npurtMemGetAllocationPropertiesFromHandle(&got, h), npurtSuccess);
+	EXPECT_EQ(got.requestedHandleTypes, npurtMemHandleTypePosixFileDescriptor);
+	int fd = -1;
+	EXPECT_EQ(npurtMemExportToShareableHandle(&fd, plain, npurtMemHandleTypePosixFileDescriptor,
+	                                          0),
+	          npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "requestedHandleTypes")) << lastMessage();
+	EXPECT_EQ(npurtMemExportToShareableHandle(&fd, h, npurtMemHandleTypeNone, 0),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemExportToShareableHandle(&fd, h, npurtMemHandleTypePosixFileDescriptor, 1),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemExportToShareableHandle(nullptr, h, npurtMemHandleTypePosixFileDescriptor,
+	                                          0),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(fd, -1) << "a failed export wrote a descriptor";
+	ASSERT_EQ(npurtMemExportToShareableHandle(&fd, h, npurtMemHandleTypePosixFileDescriptor, 0),
+	          npurtSuccess)
+	        << lastMessage();
+	ASSERT_GE(fd, 0);
+	void *os = reinterpret_cast<void *>(static_cast<intptr_t>(fd));
+	ASSERT_EQ(npurtMemImportFromShareableHandle(&again, os,
+	                                            npurtMemHandleTypePosixFileDescriptor),
+	          npurtSuccess)
+	        << lastMessage();
+	EXPECT_EQ(again, h) << "memory this process holds comes back as its allocation";
+	EXPECT_EQ(npurtMemImportFromShareableHandle(&again, os, npurtMemHandleTypeNone),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemImportFromShareableHandle(nullptr, os,
+	                                            npurtMemHandleTypePosixFileDescriptor),
+	          npurtErrorInvalidValue);
+	EXPECT_EQ(npurtMemImportFromShareableHandle(
+	                  &again, reinterpret_cast<void *>(static_cast<intptr_t>(-1)),
+	                  npurtMemHandleTypePosixFileDescriptor),
+	          npurtErrorInvalidValue);
+	int pipeFds[2];
+	ASSERT_EQ(pipe(pipeFds), 0);
+	EXPECT_EQ(npurtMemImportFromShareableHandle(
+	                  &again, reinterpret_cast<void *>(static_cast<intptr_t>(pipeFds[0])),
+	                  npurtMemHandleTypePosixFileDescriptor),
+	          npurtErrorInvalidValue)
+	        << "a pipe is not device memory";
+	EXPECT_TRUE(contains(lastMessage(), "not shareable device memory")) << lastMessage();
+	close(pipeFds[0]);
+	close(pipeFds[1]);
+	close(fd);
+	// Two references (the create's, the import's): the memory stays
+	// mapped-able after the first release.
+	EXPECT_EQ(npurtMemRelease(h), npurtSuccess);
+	npurtDeviceptr base = 0;
+	ASSERT_EQ(npurtMemAddressReserve(&base, kG, 0, 0, 0), npurtSuccess);
+	EXPECT_EQ(npurtMemMap(base, kG, 0, h, 0), npurtSuccess) << lastMessage();
+	EXPECT_EQ(npurtMemUnmap(base, kG), npurtSuccess);
+	EXPECT_EQ(npurtMemAddressFree(base, kG), npurtSuccess);
+	EXPECT_EQ(npurtMemRelease(h), npurtSuccess);
+	EXPECT_EQ(npurtMemRelease(h), npurtErrorInvalidHandle);
+	EXPECT_EQ(npurtMemRelease(plain), npurtSuccess);
+}
+
 TEST_F(Vmm, AdjacentMappingsAreOneBuffer)
 {
 	npurtDeviceptr base = 0;

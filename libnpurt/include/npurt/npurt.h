@@ -729,9 +729,10 @@ typedef struct npurtMemLocation {
 	int id;
 } npurtMemLocation;
 
-/* requestedHandleTypes: only None (no shareable handle) is supported. */
+/* requestedHandleTypes: None, or a POSIX file descriptor (below). */
 typedef enum npurtMemAllocationHandleType {
-	npurtMemHandleTypeNone = 0
+	npurtMemHandleTypeNone = 0,
+	npurtMemHandleTypePosixFileDescriptor = 1
 } npurtMemAllocationHandleType;
 
 typedef struct npurtMemAllocationProp {
@@ -780,6 +781,31 @@ NPURT_API npurtError_t npurtMemGetAllocationPropertiesFromHandle(
  * reference: npurtMemRelease it. */
 NPURT_API npurtError_t npurtMemRetainAllocationHandle(npurtMemGenericAllocationHandle_t *handle,
                                                       void *addr);
+
+/*
+ * Shareable allocations (CUDA's cuMemExportToShareableHandle with
+ * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR). An allocation created with
+ * requestedHandleTypes npurtMemHandleTypePosixFileDescriptor exports as a
+ * new file descriptor (a dma-buf, close-on-exec) written to
+ * *(int *)shareableHandle, which the caller owns and closes. Passed to
+ * another process (SCM_RIGHTS over a Unix socket, or inherited), it is the
+ * capability: npurtMemImportFromShareableHandle there, with the descriptor
+ * as osHandle ((void *)(intptr_t)fd), gives an allocation handle of the
+ * same memory on the current device, mapped with npurtMemMap as any other
+ * and released with npurtMemRelease; the importer may close the descriptor
+ * after the import. The memory lives until every process released it and
+ * unmapped it. Importing memory this process already holds returns its
+ * allocation handle with one more reference. Other handle types, flags, an
+ * allocation not created shareable, or a descriptor that is not such memory
+ * are npurtErrorInvalidValue (npurtErrorNotSupported for a type not made).
+ */
+NPURT_API npurtError_t npurtMemExportToShareableHandle(void *shareableHandle,
+                                                       npurtMemGenericAllocationHandle_t handle,
+                                                       npurtMemAllocationHandleType handleType,
+                                                       unsigned long long flags);
+NPURT_API npurtError_t npurtMemImportFromShareableHandle(npurtMemGenericAllocationHandle_t *handle,
+                                                         void *osHandle,
+                                                         npurtMemAllocationHandleType shHandleType);
 
 /*
  * Streams: ordered queues of device work. Work on one stream runs in

@@ -447,11 +447,17 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 		return setError(
 		        npurtErrorInvalidValue,
 		        "npurtIpcOpenMemHandle: the handle is not one npurtIpcGetMemHandle made");
+	std::lock_guard<std::mutex> serial(ipcMutex_);
 	int fd = -1;
 	bool owned = false;
 	if (npurtError_t err =
 	            takeIpcDescriptor(h.pid, h.fd, h.inode, "npurtIpcOpenMemHandle", &fd, &owned))
 		return err;
+	// Live memory of this process (a stale handle said so above).
+	if (h.pid == getpid())
+		return setError(npurtErrorInvalidValue,
+		                "npurtIpcOpenMemHandle: the handle names memory of this process; "
+		                "use the pointer it was made from");
 	drm_prime_handle p{};
 	p.fd = fd;
 	int ret = node_.ioctl(DRM_IOCTL_PRIME_FD_TO_HANDLE, &p);
@@ -472,12 +478,17 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 		std::lock_guard<std::mutex> lock(mutex_);
 		// PRIME gives back the handle this file already has for the
 		// buffer: an open import's shares its mapping.
-		for (auto &[addr, imp] : imports_)
-			if (imp.handle == p.handle && imp.size == h.size) {
-				imp.opens++;
-				*devPtr = reinterpret_cast<void *>(addr + h.offset);
-				return npurtSuccess;
-			}
+		for (auto &[addr, imp] : imports_) {
+			if (imp.handle != p.handle)
+				continue;
+			if (imp.size != h.size)  // its handle is live: not closed here
+				return setError(npurtErrorInvalidHandle,
+				                "npurtIpcOpenMemHandle: fd " + std::to_string(h.fd) +
+				                        " is not the memory the handle describes");
+			imp.opens++;
+			*devPtr = reinterpret_cast<void *>(addr + h.offset);
+			return npurtSuccess;
+		}
 	}
 	drm_npu_bo_info info{};
 	info.handle = p.handle;
@@ -531,6 +542,7 @@ bool Context::ownsBo(uint32_t h)
 
 npurtError_t Context::ipcClose(uint64_t addr)
 {
+	std::lock_guard<std::mutex> serial(ipcMutex_);
 	Range r{};
 	uint64_t base = 0;
 	{

@@ -361,6 +361,11 @@ private:
 	os::Device &node_;
 	std::shared_ptr<os::Device> file_;
 	AddressSpace &space_;
+	// Serialises npurtIpcOpenMemHandle and npurtIpcCloseMemHandle whole
+	// (the close's wait included): an open must not find the GEM handle
+	// PRIME gives back while a close is about to close it. Taken before
+	// mutex_.
+	std::mutex ipcMutex_;
 	std::mutex mutex_;  // guards segments_ and imports_
 	std::map<uint64_t, Range> segments_;  // pool segments by address
 	std::map<uint64_t, Range> imports_;  // IPC imports by address

@@ -4,6 +4,7 @@
 Without an NPU the device tests skip, unless NPURT_TORCH_REQUIRE_NPU=1 (as
 tests/vm-suites.sh sets it), which makes a missing NPU an error.
 """
+import contextlib
 import os
 
 import pytest
@@ -49,7 +50,9 @@ def pytest_unconfigure(config):
 def ipc_helper():
     if _ipc_helper is None:
         pytest.skip("libnpurt had started before the helper process could be forked")
-    return _ipc_helper
+    yield _ipc_helper
+    # What a failed test left there must not reach the next.
+    _ipc_helper.call(ipc_child.release)
 
 
 @pytest.fixture
@@ -91,3 +94,31 @@ def check_masked_encoder(move):
     assert got.device.type == npu._DEVICE_TYPE
     torch.testing.assert_close(got.cpu()[~pad], want[~pad], rtol=1e-4, atol=1e-5)
     return enc
+
+
+@contextlib.contextmanager
+def slow_jobs(us):
+    """Every job of NPU 0 takes `us` longer while inside (debugfs, root);
+    without the knob the test still runs, with a narrower window."""
+    d = npu.get_device_properties(0).debugfs_path
+    knob = os.path.join(d, "inject_latency_us") if d else ""
+    on = bool(knob) and os.access(knob, os.W_OK)
+    if on:
+        with open(knob, "w") as f:
+            f.write("%d\n" % us)
+    try:
+        yield
+    finally:
+        if on:
+            with open(knob, "w") as f:
+                f.write("0\n")
+
+
+def queue_slow_writes(x, dev):
+    """x := 2 through jobs of both engine classes, chained on the current
+    stream, so that its last write lands several job latencies later."""
+    spare = torch.empty(1, device=dev)
+    x.fill_(0.0)
+    x.add_(1.0)
+    spare.fill_(0.0)
+    x.add_(1.0)

@@ -3,6 +3,7 @@ suite starts libnpurt (so it may use the NPUs; a child forked later could
 not), it runs the functions the tests send it over torch.multiprocessing
 queues, which share NPU tensors."""
 import gc
+import os
 import pickle
 import traceback
 
@@ -78,9 +79,37 @@ def add_(t, value):
     return True
 
 
+def storage_id(t):
+    """The StorageImpl behind t (two storages over one block differ)."""
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()._cdata
+    return t.storage()._storage._cdata
+
+
 def same_storage(a, b):
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() \
-        if hasattr(a, "untyped_storage") else a.storage().data_ptr() == b.storage().data_ptr()
+    return storage_id(a) == storage_id(b)
+
+
+def copy_with_event(t):
+    """Queues a copy of t on this process's stream and returns an
+    interprocess event recorded after it, without waiting for either."""
+    _held.append(t.clone())
+    ev = npu.Event(interprocess=True)
+    ev.record()
+    _held.append(ev)  # alive until the parent opened it
+    return ev
+
+
+def fork_and_drop():
+    """A fork of this process drops the tensors it inherited, and exits."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            del _held[:]
+            gc.collect()
+        finally:
+            os._exit(0)
+    return os.waitpid(pid, 0)[1]
 
 
 def make(n, value, device=0):
@@ -96,7 +125,7 @@ def hold(t):
 
 
 def read_held():
-    return [h.cpu().tolist() for h in _held]
+    return [h.cpu().tolist() for h in _held if isinstance(h, torch.Tensor)]
 
 
 def release():

@@ -14,6 +14,8 @@ import ipc_child
 import torch_npurt
 from torch_npurt import npu
 
+from conftest import queue_slow_writes, slow_jobs
+
 
 def limbo():
     return torch_npurt._C._ipc_limbo()
@@ -76,18 +78,35 @@ def test_the_sender_keeps_the_block_while_a_receiver_holds_it(ipc_helper, dev):
 
 
 def test_the_receiver_waits_for_the_work_queued_before_the_send(ipc_helper, dev):
-    x = torch.zeros(1 << 16, device=dev)
-    s = npu.current_stream()
-    gate = torch_npurt._C._StreamGate(s.device_index, s.stream_id, 120)
-    try:
-        x.fill_(5.0)  # queued behind the gate
-        ident = ipc_helper.send(ipc_child.describe, x)
-    finally:
-        gate.release()
-    got = ipc_helper.result(ident)
-    assert not gate.expired()
-    assert got["values"] == [5.0] * (1 << 16), "the child read before our fill ran"
+    n = 1 << 16
+    x = torch.zeros(n, device=dev)
+    npu.synchronize()
+    with slow_jobs(30000):
+        # x's last write lands several job latencies after the send; the
+        # child's copy, one job, would read an earlier value if it did not
+        # wait for the work queued on x when it was sent.
+        queue_slow_writes(x, dev)
+        x.add_(3.0)
+        done = ipc_helper.call(ipc_child.copy_with_event, x)
+        done.synchronize()
+    assert ipc_helper.call(ipc_child.read_held) == [[5.0] * n]
     ipc_helper.call(ipc_child.release)
+
+
+def test_a_forked_child_dropping_a_received_tensor_gives_nothing_back(ipc_helper, dev):
+    npu.ipc_collect()
+    parked = limbo()
+    x = torch.full((1000,), 4.0, device=dev)
+    ipc_helper.call(ipc_child.hold, x)
+    del x
+    assert limbo() == parked + 1
+    assert ipc_helper.call(ipc_child.fork_and_drop) == 0
+    npu.ipc_collect()
+    assert limbo() == parked + 1, "the fork's copy gave back the child's use"
+    assert ipc_helper.call(ipc_child.read_held) == [[4.0] * 1000]
+    ipc_helper.call(ipc_child.release)
+    npu.ipc_collect()
+    assert limbo() == parked
 
 
 def test_parameters_and_requires_grad_arrive(ipc_helper, dev):
@@ -131,6 +150,7 @@ def test_an_interprocess_event_pickles(ipc_helper, dev):
 
 
 def test_in_the_same_process_the_tensor_comes_back_on_its_storage(dev):
+    npu.ipc_collect()
     parked = limbo()
     x = torch.arange(10.0, device=dev)
     y = pickle.loads(ForkingPickler.dumps(x[2:]))
@@ -158,7 +178,9 @@ def test_bad_sharing_data_is_a_clear_error(ipc_helper, dev):
     handle, nbytes, counter, event = args[-1]
     gone = subprocess.Popen(["true"])
     gone.wait()  # reaped: its pid names no process
-    dead = args[:-1] + ((handle, nbytes, (gone.pid,) + counter[1:], event),)
+    pid = gone.pid.to_bytes(4, "little")
+    dead = args[:-1] + ((handle[:24] + pid + handle[28:], nbytes, (gone.pid,) + counter[1:],
+                         event[:4] + pid + event[8:]),)
     msg = ipc_helper.call(ipc_child.rebuild_error, fn, dead)
     assert msg and "has exited" in msg, msg
     short = args[:-1] + ((handle[:10], nbytes, counter, event),)
@@ -166,9 +188,36 @@ def test_bad_sharing_data_is_a_clear_error(ipc_helper, dev):
     assert msg and "malformed" in msg, msg
     junk = args[:-1] + ((bytes(64), nbytes, counter, event),)
     msg = ipc_helper.call(ipc_child.rebuild_error, fn, junk)
+    assert msg and "malformed" in msg, msg
+    # A storage larger than the memory shared, or a block past the end:
+    # nothing beyond it may be reached.
+    huge = args[:-1] + ((handle, 1 << 40, counter, event),)
+    msg = ipc_helper.call(ipc_child.rebuild_error, fn, huge)
+    assert msg and "malformed" in msg, msg
+    h = bytearray(handle)
+    h[8:16] = (1 << 40).to_bytes(8, "little")  # the block's offset in its segment
+    msg = ipc_helper.call(ipc_child.rebuild_error, fn,
+                          args[:-1] + ((bytes(h), nbytes, counter, event),))
+    assert msg and "malformed" in msg, msg
+    other = args[:-1] + ((handle, nbytes, (counter[0] + 1,) + counter[1:], event),)
+    msg = ipc_helper.call(ipc_child.rebuild_error, fn, other)
+    assert msg and "malformed" in msg, "the counters of another process: " + str(msg)
+    # These were refused before anything was taken: the share's use stays
+    # counted (x's block is kept until this process exits, as with CUDA
+    # for a share never received). A receive that fails later gives its
+    # use back: here the memory's descriptor is not the exporter's.
+    npu.ipc_collect()
+    parked = limbo()
+    y = torch.ones(4, device=dev)
+    fn, args = reductions.reduce_tensor(y)
+    handle, nbytes, counter, event = args[-1]
+    bogus = (1 << 20).to_bytes(4, "little") + handle[4:]  # no such descriptor
+    msg = ipc_helper.call(ipc_child.rebuild_error, fn,
+                          args[:-1] + ((bogus, nbytes, counter, event),))
     assert msg and "npurtIpcOpenMemHandle" in msg, msg
-    # The sends above counted uses the child never took: gone with x's
-    # block only once this process exits, as with CUDA.
+    del y
+    npu.ipc_collect()
+    assert limbo() == parked, "the failed receive kept the block"
     ipc_helper.call(ipc_child.release)
 
 
@@ -182,7 +231,7 @@ def test_modules_share_memory(ipc_helper, dev):
     ipc_helper.call(ipc_child.release)
 
 
-def test_threads_share_concurrently(dev):
+def test_shares_from_several_threads(dev):
     xs = [torch.full((1000,), float(i), device=dev) for i in range(8)]
     out = [None] * len(xs)
 

@@ -1,14 +1,14 @@
 """torch.npu.set_sync_debug_mode (torch.cuda's): which operations it flags,
 and that the error mode refuses before anything is enqueued. Also the
 resizes that copy on the current stream, which such a mode must not need."""
-import contextlib
-import os
 import warnings
 
 import pytest
 import torch
 
 from torch_npurt import npu
+
+from conftest import queue_slow_writes, slow_jobs
 
 MESSAGE = "called a synchronizing NPU operation"
 TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
@@ -98,34 +98,6 @@ def test_error_mode_refuses_before_the_copy(dev):
     # Nothing was lost or half-done.
     assert dst.cpu().tolist() == [0.0] * 8
     assert x.cpu().tolist() == [float(i) for i in range(8)]
-
-
-@contextlib.contextmanager
-def slow_jobs(us):
-    """Every job of NPU 0 takes `us` longer while inside (debugfs, root);
-    without the knob the test still runs, with a narrower window."""
-    d = npu.get_device_properties(0).debugfs_path
-    knob = os.path.join(d, "inject_latency_us") if d else ""
-    on = bool(knob) and os.access(knob, os.W_OK)
-    if on:
-        with open(knob, "w") as f:
-            f.write("%d\n" % us)
-    try:
-        yield
-    finally:
-        if on:
-            with open(knob, "w") as f:
-                f.write("0\n")
-
-
-def queue_slow_writes(x, dev):
-    """x := 2 through jobs of both engine classes, chained on the current
-    stream, so that its last write lands several job latencies later."""
-    spare = torch.empty(1, device=dev)
-    x.fill_(0.0)
-    x.add_(1.0)
-    spare.fill_(0.0)
-    x.add_(1.0)
 
 
 def test_tensor_resize_copies_behind_the_current_stream(dev):

@@ -11,6 +11,12 @@
 // when its storage dies, after its own work on the memory has ended. Parked
 // blocks are freed at the next share or receive, by torch.npu.ipc_collect(),
 // empty_cache(), and before an allocation fails for lack of memory.
+//
+// What arrives from another process is checked before it is used: the
+// handle's form, the storage inside the segment, the counter file's type,
+// size and seals (a bad file would fault the consumer in a deleter). A
+// process forked with shared or received storages does nothing when they
+// die there: the blocks and the counts are its parent's.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -76,14 +82,18 @@ struct CounterFile {
 	std::vector<uint32_t> free;  // unused slots
 };
 
+// The seals a counter file carries: its size is fixed, so a consumer's
+// mapping cannot fault.
+constexpr int kCounterSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
 // A shared block: the allocator's DataPtr, kept until the storage died and
 // every consumer let go.
 struct Sent {
 	c10::DataPtr block;
 	CounterFile *file = nullptr;
 	uint32_t slot = 0;
-	npurtEvent_t event = nullptr;  // interprocess, recorded at each share
 	int device = 0;
+	pid_t owner = 0;  // the process that shared it (not a forked child)
 	uint64_t segment = 0;  // the segment's identity and the block's offset in it
 	uint64_t offset = 0;
 
@@ -96,6 +106,7 @@ struct Sent {
 struct Mapping {
 	int device = 0;
 	void *base = nullptr;  // the segment's start in this process
+	uint64_t size = 0;
 	~Mapping();
 };
 
@@ -111,6 +122,7 @@ struct Received {
 	std::shared_ptr<CounterMap> counters;
 	uint32_t slot = 0;
 	int device = 0;
+	pid_t owner = 0;  // the process that received it (not a forked child)
 };
 
 // Never destroyed: storages may die during interpreter shutdown, after
@@ -131,6 +143,10 @@ struct State {
 	// Received blocks let go while a capture was underway (no synchronize
 	// then): released at the next collect.
 	std::vector<Received *> pending;
+	// One interprocess event per device, recorded at each share (a
+	// receiver waits for its latest record, which comes after the work
+	// its share ordered): one descriptor however many blocks are shared.
+	std::map<int, npurtEvent_t> events;
 };
 
 State &state()
@@ -193,9 +209,10 @@ void takeSlot(Sent *s)
 		}
 	auto f = std::make_unique<CounterFile>();
 	f->fd = static_cast<int>(syscall(SYS_memfd_create, "torch_npurt-ipc-counters",
-	                                 static_cast<unsigned>(MFD_CLOEXEC)));
+	                                 static_cast<unsigned>(MFD_CLOEXEC | MFD_ALLOW_SEALING)));
 	TORCH_CHECK(f->fd >= 0, osError("sharing an NPU tensor: memfd_create", errno));
 	if (ftruncate(f->fd, kCounterFileBytes) != 0 ||
+	    fcntl(f->fd, F_ADD_SEALS, kCounterSeals) != 0 ||
 	    (f->base = mmap(nullptr, kCounterFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd,
 	                    0)) == MAP_FAILED) {
 		const int e = errno;
@@ -213,14 +230,16 @@ void takeSlot(Sent *s)
 // the free goes to libnpurt).
 void destroySent(Sent *s)
 {
-	if (s->event) {
-		QuietDeviceScope scope(s->device);
-		reportOnce("npurtEventDestroy", npurtEventDestroy(s->event));
-	}
 	s->block.clear();  // back to the allocator
+	std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> dead;  // let go after the lock
 	{
 		std::lock_guard<std::mutex> lock(state().mutex);
 		s->file->free.push_back(s->slot);
+		auto it = state().own.find({s->segment, s->offset});
+		if (it != state().own.end() && it->second.expired()) {
+			dead.push_back(std::move(it->second));
+			state().own.erase(it);
+		}
 	}
 	delete s;
 }
@@ -229,6 +248,8 @@ void destroySent(Sent *s)
 void sentDelete(void *ctx)
 {
 	auto *s = static_cast<Sent *>(ctx);
+	if (s->owner != getpid())
+		return;  // a forked child's copy: the block is the parent's
 	{
 		std::lock_guard<std::mutex> lock(state().mutex);
 		if (s->counter()->load(std::memory_order_acquire) > 0) {
@@ -258,6 +279,8 @@ void finishRelease(Received *r)
 void receivedDelete(void *ctx)
 {
 	auto *r = static_cast<Received *>(ctx);
+	if (r->owner != getpid())
+		return;  // a forked child's copy: the use is the parent's
 	if (captureUnderway()) {  // a synchronize would break the capture
 		std::lock_guard<std::mutex> lock(state().mutex);
 		state().pending.push_back(r);
@@ -299,6 +322,19 @@ std::string handleBytes(const void *h, size_t n)
 	return std::string(static_cast<const char *>(h), n);
 }
 
+// The device's interprocess event for shares (made once, on `device`,
+// which is current).
+npurtEvent_t deviceEvent(int device)
+{
+	std::lock_guard<std::mutex> lock(state().mutex);
+	npurtEvent_t &ev = state().events[device];
+	if (!ev)
+		check(npurtEventCreateWithFlags(&ev,
+		                                npurtEventInterprocess | npurtEventDisableTiming),
+		      "npurtEventCreateWithFlags");
+	return ev;
+}
+
 // Shares t's storage: (memory handle, storage bytes, (pid, counter fd,
 // counter file identity, slot), event handle); None for a storage without
 // memory.
@@ -322,19 +358,12 @@ py::object share(const at::Tensor &t)
 		            "processes (this storage wraps memory made elsewhere)");
 		auto sent = std::make_unique<Sent>();
 		sent->device = dev;
+		sent->owner = getpid();
 		sent->segment = h.inode;
 		sent->offset = h.offset;
-		check(npurtEventCreateWithFlags(&sent->event,
-		                                npurtEventInterprocess | npurtEventDisableTiming),
-		      "npurtEventCreateWithFlags");
 		{
 			std::lock_guard<std::mutex> lock(state().mutex);
-			try {
-				takeSlot(sent.get());
-			} catch (...) {
-				npurtEventDestroy(sent->event);
-				throw;
-			}
+			takeSlot(sent.get());
 			sent->counter()->store(0, std::memory_order_relaxed);
 			state().own.insert_or_assign(
 			        std::make_pair(h.inode, h.offset),
@@ -346,9 +375,10 @@ py::object share(const at::Tensor &t)
 		s = sent.release();
 	}
 	// The consumer's stream waits for what is queued on the block now.
-	check(npurtEventRecord(s->event, currentNative(dev)), "npurtEventRecord");
+	npurtEvent_t ev = deviceEvent(dev);
+	check(npurtEventRecord(ev, currentNative(dev)), "npurtEventRecord");
 	npurtIpcEventHandle_t eh{};
-	check(npurtIpcGetEventHandle(&eh, s->event), "npurtIpcGetEventHandle");
+	check(npurtIpcGetEventHandle(&eh, ev), "npurtIpcGetEventHandle");
 	s->counter()->fetch_add(1, std::memory_order_acq_rel);
 	return py::make_tuple(
 	        py::bytes(handleBytes(&h, sizeof(h))), nbytes,
@@ -363,8 +393,10 @@ std::shared_ptr<CounterMap> mapCounters(int pid, int fd, uint64_t identity)
 	const auto key = std::make_tuple(pid, fd, identity);
 	{
 		std::lock_guard<std::mutex> lock(st.mutex);
-		if (auto m = st.counterMaps[key].lock())
-			return m;
+		auto it = st.counterMaps.find(key);
+		if (it != st.counterMaps.end())
+			if (auto m = it->second.lock())
+				return m;
 	}
 	int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 	TORCH_CHECK(pidfd >= 0, osError("receiving an NPU tensor: the process that shared it (" +
@@ -382,7 +414,15 @@ std::shared_ptr<CounterMap> mapCounters(int pid, int fd, uint64_t identity)
 	                                          "restrictions such as Yama's ptrace_scope)"
 	                                        : ""),
 	                    e));
-	if (fileIdentity(local) != identity) {
+	// Only a sealed counter file of the size made here: another file
+	// (shorter, or one that may shrink) would fault this process in a
+	// deleter, or have 8 of its bytes rewritten.
+	struct stat st_ {};
+	const bool ok = fileIdentity(local) == identity && fstat(local, &st_) == 0 &&
+	                S_ISREG(st_.st_mode) &&
+	                static_cast<uint64_t>(st_.st_size) == kCounterFileBytes &&
+	                (fcntl(local, F_GET_SEALS) & kCounterSeals) == kCounterSeals;
+	if (!ok) {
 		close(local);
 		TORCH_CHECK(false, "receiving an NPU tensor: process ", pid,
 		            " no longer has the tensor's reference counters (it exited?)");
@@ -396,7 +436,7 @@ std::shared_ptr<CounterMap> mapCounters(int pid, int fd, uint64_t identity)
 		TORCH_CHECK(false, osError("receiving an NPU tensor: mapping its counters", me));
 	}
 	std::lock_guard<std::mutex> lock(st.mutex);
-	st.counterMaps[key] = m;
+	st.counterMaps.insert_or_assign(key, m);
 	return m;
 }
 
@@ -408,78 +448,123 @@ std::shared_ptr<Mapping> mapSegment(const npurtIpcMemHandle_t &h, int dev, void 
 	const auto key = std::make_pair(h.pid, h.inode);
 	{
 		std::lock_guard<std::mutex> lock(st.mutex);
-		if (auto m = st.mappings[key].lock()) {
-			TORCH_CHECK(m->device == dev,
-			            "receiving an NPU tensor: its memory is mapped "
-			            "on NPU ",
-			            m->device, ", not NPU ", dev);
-			*ptr = static_cast<char *>(m->base) + h.offset;
-			return m;
-		}
+		auto it = st.mappings.find(key);
+		if (it != st.mappings.end())
+			if (auto m = it->second.lock()) {
+				TORCH_CHECK(m->size == h.size,
+				            "receiving an NPU tensor: malformed sharing data (the "
+				            "segment's size)");
+				TORCH_CHECK(m->device == dev,
+				            "receiving an NPU tensor: its memory is "
+				            "mapped on NPU ",
+				            m->device, ", not NPU ", dev);
+				*ptr = static_cast<char *>(m->base) + h.offset;
+				return m;
+			}
 	}
 	void *p = nullptr;
 	check(npurtIpcOpenMemHandle(&p, h, 0), "npurtIpcOpenMemHandle");
 	auto m = std::make_shared<Mapping>();
 	m->device = dev;
 	m->base = static_cast<char *>(p) - h.offset;
+	m->size = h.size;
 	*ptr = p;
 	std::lock_guard<std::mutex> lock(st.mutex);
-	st.mappings[key] = m;
+	st.mappings.insert_or_assign(key, m);
 	return m;
 }
 
-template <typename Map> void pruneExpired(Map &map)
+// Moves the expired entries of a cache of weak references to `out`, to be
+// destroyed once the state's lock is released.
+template <typename Map, typename Out> void pruneExpired(Map &map, Out &out)
 {
-	for (auto it = map.begin(); it != map.end();)
-		it = it->second.expired() ? map.erase(it) : std::next(it);
+	for (auto it = map.begin(); it != map.end();) {
+		if (it->second.expired()) {
+			out.push_back(std::move(it->second));
+			it = map.erase(it);
+		} else {
+			++it;
+		}
+	}
 }
+
+// Gives a counted use back unless the receive went through (an error
+// after the counters were mapped must not keep the sender's block).
+class UseGuard {
+public:
+	UseGuard(std::shared_ptr<CounterMap> counters, uint32_t slot)
+	    : counters_(std::move(counters)), slot_(slot)
+	{}
+	~UseGuard()
+	{
+		if (counters_)
+			counterAt(counters_->base, slot_)->fetch_sub(1, std::memory_order_acq_rel);
+	}
+	void keep() { counters_.reset(); }
+	UseGuard(const UseGuard &) = delete;
+	UseGuard &operator=(const UseGuard &) = delete;
+
+private:
+	std::shared_ptr<CounterMap> counters_;
+	uint32_t slot_;
+};
 
 // The storage of a shared tensor, in this process.
 c10::intrusive_ptr<c10::StorageImpl> receiveStorage(int dev, const npurtIpcMemHandle_t &h,
-                                                    size_t nbytes, int pid, int fd,
-                                                    uint64_t identity, uint32_t slot)
+                                                    size_t nbytes, int fd, uint64_t identity,
+                                                    uint32_t slot)
 {
 	State &st = state();
-	TORCH_CHECK(slot < kCountersPerFile, "receiving an NPU tensor: bad counter slot ", slot);
-	if (pid == getpid()) {
+	if (h.pid == getpid()) {
 		// Sent within this process (a queue between its threads): the
 		// producer's own storage, whose share counted one use too many.
-		std::lock_guard<std::mutex> lock(st.mutex);
-		auto it = st.own.find({h.inode, h.offset});
-		c10::intrusive_ptr<c10::StorageImpl> impl =
-		        it == st.own.end() ? c10::intrusive_ptr<c10::StorageImpl>()
-		                           : it->second.lock();
+		c10::intrusive_ptr<c10::StorageImpl> impl;
+		{
+			std::lock_guard<std::mutex> lock(st.mutex);
+			for (auto &f : st.files)
+				if (f->fd == fd && f->identity == identity)
+					counterAt(f->base, slot)
+					        ->fetch_sub(1, std::memory_order_acq_rel);
+			auto it = st.own.find({h.inode, h.offset});
+			if (it != st.own.end())
+				impl = it->second.lock();
+		}
 		TORCH_CHECK(impl, "receiving an NPU tensor: this process shared it and has "
 		                  "freed it since");
-		for (auto &f : st.files)
-			if (f->fd == fd && f->identity == identity)
-				counterAt(f->base, slot)->fetch_sub(1, std::memory_order_acq_rel);
 		return impl;
 	}
-	auto counters = mapCounters(pid, fd, identity);
-	const auto key = std::make_tuple(pid, h.inode, h.offset);
+	UseGuard use(mapCounters(h.pid, fd, identity), slot);
+	const auto key = std::make_tuple(h.pid, h.inode, h.offset);
 	{
 		std::lock_guard<std::mutex> lock(st.mutex);
 		auto it = st.received.find(key);
 		if (it != st.received.end())
 			if (auto impl = it->second.lock()) {
 				// Already here: that storage holds the block; this
-				// share's use is given back at once.
-				counterAt(counters->base, slot)
-				        ->fetch_sub(1, std::memory_order_acq_rel);
+				// share's use is given back at once (by the guard).
+				TORCH_CHECK(impl->nbytes() == nbytes,
+				            "receiving an NPU tensor: malformed sharing data (the "
+				            "storage's size)");
 				return impl;
 			}
 	}
 	void *ptr = nullptr;
 	auto mapping = mapSegment(h, dev, &ptr);
-	auto *r = new Received{std::move(mapping), std::move(counters), slot, dev};
+	auto counters = mapCounters(h.pid, fd, identity);
+	auto *r = new Received{std::move(mapping), std::move(counters), slot, dev, getpid()};
 	c10::DataPtr data(ptr, r, &receivedDelete, c10::Device(kNpu, dev));
+	use.keep();  // the storage's deleter gives it back
 	auto impl = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(),
 	                                                  nbytes, std::move(data), nullptr,
 	                                                  /*resizable=*/false);
+	std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> dead;
+	std::vector<std::weak_ptr<Mapping>> deadMaps;
+	std::vector<std::weak_ptr<CounterMap>> deadCounters;
 	std::lock_guard<std::mutex> lock(st.mutex);
-	pruneExpired(st.received);
-	pruneExpired(st.own);
+	pruneExpired(st.received, dead);
+	pruneExpired(st.own, dead);
+	pruneExpired(st.mappings, deadMaps);
+	pruneExpired(st.counterMaps, deadCounters);
 	st.received.insert_or_assign(key, c10::weak_intrusive_ptr<c10::StorageImpl>(impl));
 	return impl;
 }
@@ -495,12 +580,21 @@ at::Tensor rebuild(int dev, const std::string &handle, size_t nbytes, const py::
 	            "receiving an NPU tensor: malformed sharing data");
 	std::memcpy(&h, handle.data(), sizeof(h));
 	std::memcpy(&eh, event.data(), sizeof(eh));
+	const int pid = counter[0].cast<int>();
+	const auto slot = counter[3].cast<uint32_t>();
+	// One process made all three, and the storage lies in the segment:
+	// nothing beyond the memory shared may be reached through it.
+	TORCH_CHECK(h.magic == NPURT_IPC_HANDLE_MAGIC && eh.magic == NPURT_IPC_EVENT_MAGIC &&
+	                    h.pid > 0 && h.pid == pid && eh.pid == pid && nbytes > 0 &&
+	                    h.offset < h.size && nbytes <= h.size - h.offset &&
+	                    slot < kCountersPerFile,
+	            "receiving an NPU tensor: malformed sharing data");
 	dev = checkedDevice(dev);
 	at::ScalarType st = torch::python::detail::py_object_to_dtype(dtype);
 	ipcCollect();
 	DeviceScope scope(dev);
-	auto impl = receiveStorage(dev, h, nbytes, counter[0].cast<int>(), counter[1].cast<int>(),
-	                           counter[2].cast<uint64_t>(), counter[3].cast<uint32_t>());
+	auto impl = receiveStorage(dev, h, nbytes, counter[1].cast<int>(),
+	                           counter[2].cast<uint64_t>(), slot);
 	if (h.pid != getpid()) {
 		// The work the producer queued on the block before sharing it
 		// comes before this process's work on it.

@@ -20,8 +20,9 @@ CUDA:
   are shared through their tensors.
 
 The receiver takes the sender's descriptors with pidfd_getfd, which the
-kernel allows to processes of the same user (and, under Yama's
-ptrace_scope=1, to the sender's descendants).
+kernel allows to processes of the same user that may ptrace the sender
+(under Yama's ptrace_scope=1 only the sender's ancestors, unless they have
+CAP_SYS_PTRACE).
 """
 import multiprocessing.reduction
 
@@ -64,6 +65,8 @@ def reduce_tensor(tensor):
             "since autograd does not support crossing process boundaries.  "
             "If you just want to transfer the data, call detach() on the tensor "
             "before serializing (e.g., putting it on the queue).")
+    from torch._namedtensor_internals import check_serializing_named_tensor
+    check_serializing_named_tensor(tensor)
     if tensor.layout != torch.strided:
         raise RuntimeError("only strided NPU tensors can be shared between processes, "
                            "not %s ones" % tensor.layout)
@@ -107,11 +110,20 @@ def install():
         # torch 1.13 moves every non-CUDA storage to POSIX shared memory
         # (Module.share_memory(), Tensor.share_memory_()): device memory is
         # shared through its tensors, as CUDA's.
+        # The same for a new storage that default_collate makes in a
+        # DataLoader worker for a batch of NPU tensors.
         base = torch.storage._StorageBase
         torch_share_memory = base.share_memory_
+        torch_new_shared = base._new_shared.__func__
 
         def share_memory_(self):
             if _is_npu(self.device):
                 return self
             return torch_share_memory(self)
+
+        def _new_shared(cls, size, *, device="cpu"):
+            if _is_npu(torch.device(device)):
+                return cls(size, device=device)
+            return torch_new_shared(cls, size, device=device)
         base.share_memory_ = share_memory_
+        base._new_shared = classmethod(_new_shared)

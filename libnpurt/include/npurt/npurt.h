@@ -649,8 +649,8 @@ NPURT_API npurtError_t npurtMemset(void *devPtr, int value, size_t count);
  * npurtIpcOpenMemHandle imports it into the current context (any NPU) by
  * taking a duplicate of that descriptor from the exporter (pidfd_getfd),
  * which the kernel allows only to a process that may ptrace the exporter:
- * the same user (and, under Yama ptrace_scope 1, a descendant), or one
- * with CAP_SYS_PTRACE. Another user's process gets npurtErrorPermission; a
+ * the same user (and, under Yama ptrace_scope 1, an ancestor of the
+ * exporter), or one with CAP_SYS_PTRACE. Another user's process gets npurtErrorPermission; a
  * handle whose exporter exited or freed the memory, npurtErrorInvalidHandle.
  * A descriptor received over a Unix socket (SCM_RIGHTS) opens too: put it
  * in fd and set pid to 0. Memory of an expandable segment that spans more

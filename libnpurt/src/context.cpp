@@ -483,7 +483,8 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 				continue;
 			if (imp.size != h.size)  // its handle is live: not closed here
 				return setError(npurtErrorInvalidHandle,
-				                "npurtIpcOpenMemHandle: fd " + std::to_string(h.fd) +
+				                "npurtIpcOpenMemHandle: fd " +
+				                        std::to_string(h.fd) +
 				                        " is not the memory the handle describes");
 			imp.opens++;
 			*devPtr = reinterpret_cast<void *>(addr + h.offset);

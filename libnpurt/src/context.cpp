@@ -521,24 +521,28 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 	return npurtSuccess;
 }
 
-bool Context::ownsSegmentBo(uint32_t h)
+namespace {
+
+template <typename Ranges> bool holdsBo(const Ranges &ranges, uint32_t h)
 {
-	std::lock_guard<std::mutex> lock(mutex_);
-	for (const auto &[addr, seg] : segments_)
-		if (seg.handle == h)
+	for (const auto &[addr, r] : ranges)
+		if (r.handle == h)
 			return true;
 	return false;
 }
 
+}  // namespace
+
+bool Context::ownsSegmentBo(uint32_t h)
+{
+	std::lock_guard<std::mutex> lock(mutex_);
+	return holdsBo(segments_, h);
+}
+
 bool Context::ownsBo(uint32_t h)
 {
-	if (ownsSegmentBo(h))
-		return true;
 	std::lock_guard<std::mutex> lock(mutex_);
-	for (const auto &[addr, imp] : imports_)
-		if (imp.handle == h)
-			return true;
-	return false;
+	return holdsBo(segments_, h) || holdsBo(imports_, h);
 }
 
 npurtError_t Context::ipcClose(uint64_t addr)

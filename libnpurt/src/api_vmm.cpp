@@ -74,6 +74,17 @@ npurtError_t checkProp(const char *api, const npurtMemAllocationProp *prop)
 	return checkLocation(api, prop->location);
 }
 
+// A shareable handle's type: only POSIX descriptors are made.
+npurtError_t checkHandleType(const char *api, npurtMemAllocationHandleType type)
+{
+	if (type == npurtMemHandleTypePosixFileDescriptor)
+		return npurtSuccess;
+	return setError(npurtErrorInvalidValue,
+	                std::string(api) + ": handle type " +
+	                        std::to_string(static_cast<int>(type)) +
+	                        " (only npurtMemHandleTypePosixFileDescriptor)");
+}
+
 // The runtime started and a current context (of the current device).
 npurtError_t current(Context **ctx, const char *api)
 {
@@ -155,11 +166,8 @@ npurtError_t npurtMemExportToShareableHandle(void *shareableHandle,
 			return nullArgument(api, "shareableHandle");
 		if (npurtError_t err = noFlags(api, flags))
 			return err;
-		if (handleType != npurtMemHandleTypePosixFileDescriptor)
-			return setError(npurtErrorInvalidValue,
-			                std::string(api) + ": handle type " +
-			                        std::to_string(static_cast<int>(handleType)) +
-			                        " (only npurtMemHandleTypePosixFileDescriptor)");
+		if (npurtError_t err = checkHandleType(api, handleType))
+			return err;
 		return VirtualMemory::instance().exportFd(handle,
 		                                          static_cast<int *>(shareableHandle));
 	} catch (...) {
@@ -175,11 +183,8 @@ npurtError_t npurtMemImportFromShareableHandle(npurtMemGenericAllocationHandle_t
 		const char *api = "npurtMemImportFromShareableHandle";
 		if (!handle)
 			return nullArgument(api, "handle");
-		if (shHandleType != npurtMemHandleTypePosixFileDescriptor)
-			return setError(npurtErrorInvalidValue,
-			                std::string(api) + ": handle type " +
-			                        std::to_string(static_cast<int>(shHandleType)) +
-			                        " (only npurtMemHandleTypePosixFileDescriptor)");
+		if (npurtError_t err = checkHandleType(api, shHandleType))
+			return err;
 		const auto fd = reinterpret_cast<intptr_t>(osHandle);
 		if (fd < 0 || fd > INT32_MAX)
 			return setError(npurtErrorInvalidValue,

@@ -453,11 +453,16 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 	if (npurtError_t err =
 	            takeIpcDescriptor(h.pid, h.fd, h.inode, "npurtIpcOpenMemHandle", &fd, &owned))
 		return err;
-	// Live memory of this process (a stale handle said so above).
-	if (h.pid == getpid())
+	// Live memory of this process (a stale handle said so above), or (a
+	// descriptor of its own) one of this context's segments, whose GEM
+	// handle PRIME gives back: the close would close it.
+	auto ownMemory = [] {
 		return setError(npurtErrorInvalidValue,
 		                "npurtIpcOpenMemHandle: the handle names memory of this process; "
 		                "use the pointer it was made from");
+	};
+	if (h.pid == getpid())
+		return ownMemory();
 	drm_prime_handle p{};
 	p.fd = fd;
 	int ret = node_.ioctl(DRM_IOCTL_PRIME_FD_TO_HANDLE, &p);
@@ -471,9 +476,7 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 		        osMessage("npurtIpcOpenMemHandle: importing fd " + std::to_string(h.fd),
 		                  ret));
 	if (ownsSegmentBo(p.handle))
-		return setError(npurtErrorInvalidValue,
-		                "npurtIpcOpenMemHandle: the handle names memory of this process; "
-		                "use the pointer it was made from");
+		return ownMemory();
 	{
 		std::lock_guard<std::mutex> lock(mutex_);
 		// PRIME gives back the handle this file already has for the

@@ -227,7 +227,7 @@ bool captureUnderway()
 }
 
 RelaxedCaptureMode::RelaxedCaptureMode()
-    : active_(gCapturesUnderway.load(std::memory_order_acquire) > 0)
+    : active_(captureUnderway())
 {
 	if (active_)
 		npurtThreadExchangeStreamCaptureMode(&mode_);

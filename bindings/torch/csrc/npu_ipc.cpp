@@ -92,7 +92,6 @@ struct Sent {
 	c10::DataPtr block;
 	CounterFile *file = nullptr;
 	uint32_t slot = 0;
-	int device = 0;
 	pid_t owner = 0;  // the process that shared it (not a forked child)
 	uint64_t segment = 0;  // the segment's identity and the block's offset in it
 	uint64_t offset = 0;
@@ -357,7 +356,6 @@ py::object share(const at::Tensor &t)
 		            "only NPU memory from torch_npurt's allocator can be shared between "
 		            "processes (this storage wraps memory made elsewhere)");
 		auto sent = std::make_unique<Sent>();
-		sent->device = dev;
 		sent->owner = getpid();
 		sent->segment = h.inode;
 		sent->offset = h.offset;
@@ -533,7 +531,8 @@ c10::intrusive_ptr<c10::StorageImpl> receiveStorage(int dev, const npurtIpcMemHa
 		                  "freed it since");
 		return impl;
 	}
-	UseGuard use(mapCounters(h.pid, fd, identity), slot);
+	auto counters = mapCounters(h.pid, fd, identity);
+	UseGuard use(counters, slot);
 	const auto key = std::make_tuple(h.pid, h.inode, h.offset);
 	{
 		std::lock_guard<std::mutex> lock(st.mutex);
@@ -550,7 +549,6 @@ c10::intrusive_ptr<c10::StorageImpl> receiveStorage(int dev, const npurtIpcMemHa
 	}
 	void *ptr = nullptr;
 	auto mapping = mapSegment(h, dev, &ptr);
-	auto counters = mapCounters(h.pid, fd, identity);
 	auto *r = new Received{std::move(mapping), std::move(counters), slot, dev, getpid()};
 	c10::DataPtr data(ptr, r, &receivedDelete, c10::Device(kNpu, dev));
 	use.keep();  // the storage's deleter gives it back
@@ -561,8 +559,7 @@ c10::intrusive_ptr<c10::StorageImpl> receiveStorage(int dev, const npurtIpcMemHa
 	std::vector<std::weak_ptr<Mapping>> deadMaps;
 	std::vector<std::weak_ptr<CounterMap>> deadCounters;
 	std::lock_guard<std::mutex> lock(st.mutex);
-	pruneExpired(st.received, dead);
-	pruneExpired(st.own, dead);
+	pruneExpired(st.received, dead);  // st.own: destroySent erases
 	pruneExpired(st.mappings, deadMaps);
 	pruneExpired(st.counterMaps, deadCounters);
 	st.received.insert_or_assign(key, c10::weak_intrusive_ptr<c10::StorageImpl>(impl));

@@ -226,8 +226,7 @@ bool captureUnderway()
 	return gCapturesUnderway.load(std::memory_order_acquire) > 0;
 }
 
-RelaxedCaptureMode::RelaxedCaptureMode()
-    : active_(captureUnderway())
+RelaxedCaptureMode::RelaxedCaptureMode() : active_(captureUnderway())
 {
 	if (active_)
 		npurtThreadExchangeStreamCaptureMode(&mode_);

@@ -29,6 +29,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 _ipc_helper = None
+_ipc_other_user = None  # a helper running as nobody
+NOBODY = 65534
 
 
 def pytest_configure(config):
@@ -36,23 +38,40 @@ def pytest_configure(config):
     # test_multiprocessing's other process, forked now: before the suite
     # starts libnpurt (a child forked after cannot use the NPUs) and
     # without a second `import torch` (most of a minute in the VM).
-    global _ipc_helper
+    # As root (the VM), a second one runs as nobody: a receiver that may
+    # not take this process's descriptors (as under Yama or seccomp).
+    global _ipc_helper, _ipc_other_user
     if not torch_npurt._C._runtime_started():
         _ipc_helper = ipc_child.Helper()
+        if os.geteuid() == 0:
+            _ipc_other_user = ipc_child.Helper(user=NOBODY)
 
 
 def pytest_unconfigure(config):
-    if _ipc_helper is not None:
-        _ipc_helper.stop()
+    for helper in (_ipc_helper, _ipc_other_user):
+        if helper is not None:
+            helper.stop()
+
+
+def _helper_fixture(helper, why):
+    if helper is None:
+        pytest.skip(why)
+    yield helper
+    # What a failed test left there must not reach the next.
+    helper.call(ipc_child.release)
 
 
 @pytest.fixture
 def ipc_helper():
-    if _ipc_helper is None:
-        pytest.skip("libnpurt had started before the helper process could be forked")
-    yield _ipc_helper
-    # What a failed test left there must not reach the next.
-    _ipc_helper.call(ipc_child.release)
+    yield from _helper_fixture(
+        _ipc_helper, "libnpurt had started before the helper process could be forked")
+
+
+@pytest.fixture
+def ipc_other_user():
+    yield from _helper_fixture(
+        _ipc_other_user, "needs root (to run a helper as another user) and a helper forked "
+        "before libnpurt started")
 
 
 @pytest.fixture

@@ -3,9 +3,11 @@ suite starts libnpurt (so it may use the NPUs; a child forked later could
 not), it runs the functions the tests send it over torch.multiprocessing
 queues, which share NPU tensors."""
 import gc
+import multiprocessing
 import os
 import pickle
 import traceback
+from multiprocessing.reduction import ForkingPickler
 
 import torch
 
@@ -18,11 +20,11 @@ class Helper:
     """The parent's end: call(fn, *args) runs fn(*args) in the child and
     returns its result (raising RuntimeError with the child's traceback)."""
 
-    def __init__(self):
+    def __init__(self, user=None):
         ctx = torch.multiprocessing.get_context("fork")
         self.requests = ctx.Queue()
         self.replies = ctx.Queue()
-        self.process = ctx.Process(target=_serve, args=(self.requests, self.replies),
+        self.process = ctx.Process(target=_serve, args=(self.requests, self.replies, user),
                                    daemon=True)
         self.process.start()
         self.sent = 0
@@ -50,13 +52,32 @@ class Helper:
         self.process.join(60)
 
 
-def _serve(requests, replies):
+def _become(user):
+    """Opens the NPUs (their nodes are root's in the VM), then runs as
+    `user`: a process that may not take root's descriptors."""
+    for d in range(npu.device_count()):
+        torch.zeros(1, device=npu.torch_device(d))
+    npu.synchronize()
+    os.setgroups([])
+    os.setresgid(user, user, user)
+    os.setresuid(user, user, user)
+
+
+def _serve(requests, replies, user):
+    failed = None
+    if user is not None:
+        try:
+            _become(user)
+        except Exception:  # every call reports it
+            failed = traceback.format_exc()
     while True:
         req = requests.get()
         if req is None:
             break
         ident, fn, args = req
         try:
+            if failed:
+                raise RuntimeError("the helper could not become its user: " + failed)
             replies.put((ident, True, fn(*args)))
         except Exception:  # the parent raises it
             replies.put((ident, False, traceback.format_exc()))
@@ -146,6 +167,39 @@ def rebuild_error(fn, args):
     except RuntimeError as e:
         return str(e)
     return None
+
+
+def uid():
+    return os.getuid()
+
+
+def dumps(n, value, forking):
+    """A tensor made here (and kept), as bytes: ForkingPickler's (with this
+    process's broker) or reduce_tensor's pair pickled (pidfd_getfd only)."""
+    t = make(n, value)
+    if forking:
+        return bytes(ForkingPickler.dumps(t))
+    return pickle.dumps(torch.multiprocessing.reductions.reduce_tensor(t))
+
+
+def loads(data, authkey=None):
+    """Unpickles data (under another multiprocessing authkey if given; a
+    reduce_tensor pair is called), keeps the tensor and describes it; a
+    RuntimeError's message instead."""
+    me = multiprocessing.current_process()
+    mine = me.authkey
+    if authkey is not None:
+        me.authkey = authkey
+    try:
+        t = pickle.loads(data)
+        if isinstance(t, tuple):
+            t = t[0](*t[1])
+    except RuntimeError as e:
+        return str(e)
+    finally:
+        me.authkey = mine
+    _held.append(t)
+    return describe(t)
 
 
 def wait_event(ev):

@@ -1,7 +1,9 @@
 """NPU tensors through torch.multiprocessing: shared, not copied, as CUDA
 tensors are. The other process is conftest's helper (ipc_child), which
 runs the functions sent to it over torch.multiprocessing queues."""
+import os
 import pickle
+import socket
 import subprocess
 import threading
 from multiprocessing.reduction import ForkingPickler
@@ -12,9 +14,9 @@ import torch.multiprocessing.reductions as reductions
 
 import ipc_child
 import torch_npurt
-from torch_npurt import npu
+from torch_npurt import _reductions, npu
 
-from conftest import queue_slow_writes, slow_jobs
+from conftest import NOBODY, queue_slow_writes, slow_jobs
 
 
 def limbo():
@@ -214,7 +216,7 @@ def test_bad_sharing_data_is_a_clear_error(ipc_helper, dev):
     bogus = (1 << 20).to_bytes(4, "little") + handle[4:]  # no such descriptor
     msg = ipc_helper.call(ipc_child.rebuild_error, fn,
                           args[:-1] + ((bogus, nbytes, counter, event),))
-    assert msg and "npurtIpcOpenMemHandle" in msg, msg
+    assert msg and "taking its memory" in msg and "(gone: freed since?)" in msg, msg
     del y
     npu.ipc_collect()
     assert limbo() == parked, "the failed receive kept the block"
@@ -277,3 +279,83 @@ def test_a_spawned_worker(dev, capfd):
     assert x.cpu().eq(1).all()
     err = capfd.readouterr().err
     assert "torch_npurt" not in err and "Traceback" not in err, err
+
+
+# ----------------------- a receiver that may not take the sender's descriptors
+# (another user here; Yama's ptrace_scope=1 or a container's seccomp filter
+# refuse pidfd_getfd the same way): data that came through
+# torch.multiprocessing asks the sender's broker instead.
+
+def test_another_users_process_receives_through_the_broker(ipc_other_user, dev):
+    assert ipc_other_user.call(ipc_child.uid) == NOBODY
+    npu.ipc_collect()
+    parked = limbo()
+    x = torch.arange(256, dtype=torch.float32, device=dev)
+    got = ipc_other_user.call(ipc_child.describe, x)
+    assert got["values"] == list(range(256))
+    assert ipc_other_user.call(ipc_child.add_, x, 1.0)
+    assert x.cpu().tolist() == [v + 1.0 for v in range(256)], "its write is seen here"
+    assert ipc_other_user.call(ipc_child.hold, x) == 1
+    del x
+    assert limbo() == parked + 1
+    ev = npu.Event(interprocess=True)
+    ev.record()
+    assert ipc_other_user.call(ipc_child.wait_event, ev) is True
+    # And back: a tensor it made (root may take its descriptors).
+    y = ipc_other_user.call(ipc_child.make, 8, 2.5)
+    assert y.tolist() == [2.5] * 8
+    del y
+    assert ipc_other_user.call(ipc_child.release)
+    npu.ipc_collect()
+    assert limbo() == parked, "it gave its use back"
+
+
+def test_only_torch_multiprocessing_data_has_the_broker(ipc_helper, ipc_other_user):
+    # The sender is the root helper; its blocks a failed receive leaves
+    # counted stay parked there, not here.
+    data = ipc_helper.call(ipc_child.dumps, 64, 3.0, False)
+    msg = ipc_other_user.call(ipc_child.loads, data)
+    assert isinstance(msg, str) and "Operation not permitted" in msg and "ptrace" in msg, msg
+    data = ipc_helper.call(ipc_child.dumps, 64, 4.0, True)
+    got = ipc_other_user.call(ipc_child.loads, data)
+    assert got["values"] == [4.0] * 64, "helper to helper, through the broker"
+
+
+def test_the_broker_answers_only_its_multiprocessing_family(ipc_helper, ipc_other_user):
+    data = ipc_helper.call(ipc_child.dumps, 64, 5.0, True)
+    msg = ipc_other_user.call(ipc_child.loads, data, b"not the family's key" * 2)
+    assert isinstance(msg, str) and "multiprocessing family" in msg, msg
+    got = ipc_other_user.call(ipc_child.loads, data)
+    assert got["values"] == [5.0] * 64, "the failed attempt did not spend the data"
+
+
+def test_the_broker_passes_only_what_was_shared(dev):
+    t = torch.ones(16, device=dev)
+    fn, args = _reductions._reduce_tensor_forking(t)
+    shared = args[-1]
+    counter_fd, address = shared[2][1], shared[4]
+    fetch = _reductions._Fetch(address)
+    try:
+        local = fetch(counter_fd)
+        try:
+            mine, theirs = os.fstat(local), os.fstat(counter_fd)
+            assert (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
+        finally:
+            os.close(local)
+        with pytest.raises(RuntimeError, match="refused to pass descriptor 0"):
+            fetch(0)
+        with pytest.raises(RuntimeError, match="refused to pass descriptor -1"):
+            fetch(-1)
+    finally:
+        fetch.close()
+    # Clients that do not follow the protocol cost the broker nothing.
+    for junk in (b"", b"\x00" * 4, b"x" * 4096):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(address)
+            s.sendall(junk)
+    fetch = _reductions._Fetch(address)
+    try:
+        os.close(fetch(counter_fd))
+    finally:
+        fetch.close()
+    assert fn(*args).data_ptr() == t.data_ptr(), "the same-process receive balances the share"

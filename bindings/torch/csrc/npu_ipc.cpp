@@ -17,6 +17,12 @@
 // size and seals (a bad file would fault the consumer in a deleter). A
 // process forked with shared or received storages does nothing when they
 // die there: the blocks and the counts are its parent's.
+//
+// The consumer takes the producer's descriptors with pidfd_getfd. Where the
+// kernel refuses that (another user, Yama's ptrace_scope, a seccomp filter)
+// and the data came through torch.multiprocessing, it asks the producer's
+// broker (_reductions.py) for them, which passes only descriptors a share
+// named over a Unix socket to processes holding the family's authkey.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -30,6 +36,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -146,6 +153,9 @@ struct State {
 	// receiver waits for its latest record, which comes after the work
 	// its share ordered): one descriptor however many blocks are shared.
 	std::map<int, npurtEvent_t> events;
+	// The descriptors shares named (memory, counters, events) and what
+	// they were then: the only ones the broker passes to a receiver.
+	std::map<int, uint64_t> served;
 };
 
 State &state()
@@ -334,6 +344,15 @@ npurtEvent_t deviceEvent(int device)
 	return ev;
 }
 
+// Lets the broker pass these descriptors of this process (as the files
+// they name now).
+void serve(std::initializer_list<int> fds)
+{
+	std::lock_guard<std::mutex> lock(state().mutex);
+	for (int fd : fds)
+		state().served[fd] = fileIdentity(fd);
+}
+
 // Shares t's storage: (memory handle, storage bytes, (pid, counter fd,
 // counter file identity, slot), event handle); None for a storage without
 // memory.
@@ -377,6 +396,7 @@ py::object share(const at::Tensor &t)
 	check(npurtEventRecord(ev, currentNative(dev)), "npurtEventRecord");
 	npurtIpcEventHandle_t eh{};
 	check(npurtIpcGetEventHandle(&eh, ev), "npurtIpcGetEventHandle");
+	serve({h.fd, s->file->fd, eh.fd});
 	s->counter()->fetch_add(1, std::memory_order_acq_rel);
 	return py::make_tuple(
 	        py::bytes(handleBytes(&h, sizeof(h))), nbytes,
@@ -384,8 +404,50 @@ py::object share(const at::Tensor &t)
 	        py::bytes(handleBytes(&eh, sizeof(eh))));
 }
 
+// A descriptor of process `pid`, owned by the caller: taken with
+// pidfd_getfd, or, where the kernel refuses that (another user, Yama's
+// ptrace_scope, a container's seccomp filter), asked of the sender through
+// `fetch` (the channel's broker, which passes it over a Unix socket); None:
+// no broker (the data came through some other channel).
+int takeDescriptor(int pid, int fd, const py::object &fetch, const std::string &what)
+{
+	const std::string from =
+	        "receiving an NPU tensor: taking " + what + " from process " + std::to_string(pid);
+	int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+	TORCH_CHECK(pidfd >= 0, osError("receiving an NPU tensor: the process that shared it (" +
+	                                        std::to_string(pid) + ")" +
+	                                        (errno == ESRCH ? " has exited" : ""),
+	                                errno));
+	int local = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+	const int e = errno;
+	close(pidfd);
+	if (local >= 0)
+		return local;
+	if ((e == EPERM || e == ENOSYS) && !fetch.is_none())
+		return fetch(fd).cast<int>();
+	const char *why = e == EPERM   ? " (another user's process, or ptrace restrictions such "
+	                                 "as Yama's ptrace_scope; a torch.multiprocessing "
+	                                 "channel passes descriptors instead)"
+	                  : e == EBADF ? " (gone: freed since?)"
+	                               : "";
+	TORCH_CHECK(false, osError(from + why, e));
+	return -1;
+}
+
+// Closes a descriptor when it goes out of scope.
+class FdCloser {
+public:
+	explicit FdCloser(int fd) : fd_(fd) {}
+	~FdCloser() { close(fd_); }
+	FdCloser(const FdCloser &) = delete;
+	FdCloser &operator=(const FdCloser &) = delete;
+
+private:
+	int fd_;
+};
+
 // Another process's counter file, mapped (cached by process and file).
-std::shared_ptr<CounterMap> mapCounters(int pid, int fd, uint64_t identity)
+std::shared_ptr<CounterMap> mapCounters(int pid, int fd, uint64_t identity, const py::object &fetch)
 {
 	State &st = state();
 	const auto key = std::make_tuple(pid, fd, identity);
@@ -396,22 +458,8 @@ std::shared_ptr<CounterMap> mapCounters(int pid, int fd, uint64_t identity)
 			if (auto m = it->second.lock())
 				return m;
 	}
-	int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-	TORCH_CHECK(pidfd >= 0, osError("receiving an NPU tensor: the process that shared it (" +
-	                                        std::to_string(pid) + ")" +
-	                                        (errno == ESRCH ? " has exited" : ""),
-	                                errno));
-	int local = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
-	const int e = errno;
-	close(pidfd);
-	TORCH_CHECK(local >= 0,
-	            osError("receiving an NPU tensor: taking its reference counters from "
-	                    "process " +
-	                            std::to_string(pid) +
-	                            (e == EPERM ? " (another user's process, or ptrace "
-	                                          "restrictions such as Yama's ptrace_scope)"
-	                                        : ""),
-	                    e));
+	const int local = takeDescriptor(pid, fd, fetch, "its reference counters");
+	FdCloser closer(local);
 	// Only a sealed counter file of the size made here: another file
 	// (shorter, or one that may shrink) would fault this process in a
 	// deleter, or have 8 of its bytes rewritten.
@@ -420,15 +468,11 @@ std::shared_ptr<CounterMap> mapCounters(int pid, int fd, uint64_t identity)
 	                S_ISREG(st_.st_mode) &&
 	                static_cast<uint64_t>(st_.st_size) == kCounterFileBytes &&
 	                (fcntl(local, F_GET_SEALS) & kCounterSeals) == kCounterSeals;
-	if (!ok) {
-		close(local);
-		TORCH_CHECK(false, "receiving an NPU tensor: process ", pid,
-		            " no longer has the tensor's reference counters (it exited?)");
-	}
+	TORCH_CHECK(ok, "receiving an NPU tensor: process ", pid,
+	            " no longer has the tensor's reference counters (it exited?)");
 	auto m = std::make_shared<CounterMap>();
 	m->base = mmap(nullptr, kCounterFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, local, 0);
 	const int me = errno;
-	close(local);
 	if (m->base == MAP_FAILED) {
 		m->base = nullptr;
 		TORCH_CHECK(false, osError("receiving an NPU tensor: mapping its counters", me));
@@ -440,7 +484,8 @@ std::shared_ptr<CounterMap> mapCounters(int pid, int fd, uint64_t identity)
 
 // The segment named by h, mapped in this process (cached by process and
 // segment); the block's address in *ptr.
-std::shared_ptr<Mapping> mapSegment(const npurtIpcMemHandle_t &h, int dev, void **ptr)
+std::shared_ptr<Mapping> mapSegment(const npurtIpcMemHandle_t &h, int dev, void **ptr,
+                                    const py::object &fetch)
 {
 	State &st = state();
 	const auto key = std::make_pair(h.pid, h.inode);
@@ -460,8 +505,14 @@ std::shared_ptr<Mapping> mapSegment(const npurtIpcMemHandle_t &h, int dev, void 
 				return m;
 			}
 	}
+	// libnpurt opens a descriptor of this process as the handle's (it
+	// still checks that the descriptor names the memory).
+	npurtIpcMemHandle_t mine = h;
+	mine.fd = takeDescriptor(h.pid, h.fd, fetch, "its memory");
+	mine.pid = 0;
+	FdCloser closer(mine.fd);
 	void *p = nullptr;
-	check(npurtIpcOpenMemHandle(&p, h, 0), "npurtIpcOpenMemHandle");
+	check(npurtIpcOpenMemHandle(&p, mine, 0), "npurtIpcOpenMemHandle");
 	auto m = std::make_shared<Mapping>();
 	m->device = dev;
 	m->base = static_cast<char *>(p) - h.offset;
@@ -510,7 +561,7 @@ private:
 // The storage of a shared tensor, in this process.
 c10::intrusive_ptr<c10::StorageImpl> receiveStorage(int dev, const npurtIpcMemHandle_t &h,
                                                     size_t nbytes, int fd, uint64_t identity,
-                                                    uint32_t slot)
+                                                    uint32_t slot, const py::object &fetch)
 {
 	State &st = state();
 	if (h.pid == getpid()) {
@@ -531,7 +582,7 @@ c10::intrusive_ptr<c10::StorageImpl> receiveStorage(int dev, const npurtIpcMemHa
 		                  "freed it since");
 		return impl;
 	}
-	auto counters = mapCounters(h.pid, fd, identity);
+	auto counters = mapCounters(h.pid, fd, identity, fetch);
 	UseGuard use(counters, slot);
 	const auto key = std::make_tuple(h.pid, h.inode, h.offset);
 	{
@@ -548,7 +599,7 @@ c10::intrusive_ptr<c10::StorageImpl> receiveStorage(int dev, const npurtIpcMemHa
 			}
 	}
 	void *ptr = nullptr;
-	auto mapping = mapSegment(h, dev, &ptr);
+	auto mapping = mapSegment(h, dev, &ptr, fetch);
 	auto *r = new Received{std::move(mapping), std::move(counters), slot, dev, getpid()};
 	c10::DataPtr data(ptr, r, &receivedDelete, c10::Device(kNpu, dev));
 	use.keep();  // the storage's deleter gives it back
@@ -569,7 +620,7 @@ c10::intrusive_ptr<c10::StorageImpl> receiveStorage(int dev, const npurtIpcMemHa
 at::Tensor rebuild(int dev, const std::string &handle, size_t nbytes, const py::tuple &counter,
                    const std::string &event, const py::object &dtype,
                    const std::vector<int64_t> &sizes, const std::vector<int64_t> &strides,
-                   int64_t offset)
+                   int64_t offset, const py::object &fetch)
 {
 	npurtIpcMemHandle_t h{};
 	npurtIpcEventHandle_t eh{};
@@ -591,12 +642,16 @@ at::Tensor rebuild(int dev, const std::string &handle, size_t nbytes, const py::
 	ipcCollect();
 	DeviceScope scope(dev);
 	auto impl = receiveStorage(dev, h, nbytes, counter[1].cast<int>(),
-	                           counter[2].cast<uint64_t>(), slot);
+	                           counter[2].cast<uint64_t>(), slot, fetch);
 	if (h.pid != getpid()) {
 		// The work the producer queued on the block before sharing it
 		// comes before this process's work on it.
+		npurtIpcEventHandle_t mine = eh;
+		mine.fd = takeDescriptor(eh.pid, eh.fd, fetch, "its event");
+		mine.pid = 0;
+		FdCloser closer(mine.fd);
 		npurtEvent_t ev = nullptr;
-		check(npurtIpcOpenEventHandle(&ev, eh), "npurtIpcOpenEventHandle");
+		check(npurtIpcOpenEventHandle(&ev, mine), "npurtIpcOpenEventHandle");
 		npurtError_t err = npurtStreamWaitEvent(currentNative(dev), ev, 0);
 		npurtEventDestroy(ev);
 		check(err, "npurtStreamWaitEvent");
@@ -606,12 +661,49 @@ at::Tensor rebuild(int dev, const std::string &handle, size_t nbytes, const py::
 	return t;
 }
 
+// An interprocess event's handle with its descriptor taken into this
+// process (pid 0), and that descriptor (the caller closes it; -1 for an
+// event of this process, whose handle is returned as it is).
+py::tuple localizeEvent(const std::string &handle, const py::object &fetch)
+{
+	npurtIpcEventHandle_t eh{};
+	TORCH_CHECK(handle.size() == sizeof(eh), "receiving an NPU event: malformed handle");
+	std::memcpy(&eh, handle.data(), sizeof(eh));
+	TORCH_CHECK(eh.magic == NPURT_IPC_EVENT_MAGIC && eh.pid > 0,
+	            "receiving an NPU event: malformed handle");
+	if (eh.pid == getpid())
+		return py::make_tuple(py::bytes(handle), -1);
+	eh.fd = takeDescriptor(eh.pid, eh.fd, fetch, "an event");
+	eh.pid = 0;
+	return py::make_tuple(py::bytes(handleBytes(&eh, sizeof(eh))), eh.fd);
+}
+
+// Lets the broker pass an interprocess event's descriptor (the event of
+// this process whose handle this is).
+void serveEvent(const std::string &handle)
+{
+	npurtIpcEventHandle_t eh{};
+	TORCH_CHECK(handle.size() == sizeof(eh), "malformed event handle");
+	std::memcpy(&eh, handle.data(), sizeof(eh));
+	TORCH_CHECK(eh.magic == NPURT_IPC_EVENT_MAGIC && eh.pid == getpid(),
+	            "not an event handle of this process");
+	serve({eh.fd});
+}
+
 }  // namespace
 
 void registerIpc(py::module &m)
 {
+	m.def("_ipc_localize_event", &localizeEvent);
+	m.def("_ipc_serve_event", &serveEvent);
 	m.def("_ipc_share", &share);
 	m.def("_ipc_rebuild", &rebuild);
+	// The broker's check: fd is one a share named, still the same file.
+	m.def("_ipc_may_serve", [](int fd) {
+		std::lock_guard<std::mutex> lock(state().mutex);
+		auto it = state().served.find(fd);
+		return it != state().served.end() && fileIdentity(fd) == it->second;
+	});
 	m.def("_ipc_collect", [] {
 		py::gil_scoped_release nogil;
 		return ipcCollect();

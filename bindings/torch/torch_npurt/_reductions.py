@@ -22,9 +22,23 @@ CUDA:
 The receiver takes the sender's descriptors with pidfd_getfd, which the
 kernel allows to processes of the same user that may ptrace the sender
 (under Yama's ptrace_scope=1 only the sender's ancestors, unless they have
-CAP_SYS_PTRACE).
+CAP_SYS_PTRACE; a container's seccomp profile may refuse it too). Where it
+is refused, a receiver of data that came through torch.multiprocessing (a
+queue, a pipe, a process's arguments) asks the sender's broker, which
+passes them over a Unix socket to processes holding the family's authkey,
+as multiprocessing passes its own descriptors. reduce_tensor's pair, which
+may travel through any channel, has only pidfd_getfd.
 """
+import multiprocessing
+import multiprocessing.connection
 import multiprocessing.reduction
+import errno
+import os
+import secrets
+import socket
+import struct
+import threading
+import time
 
 import torch
 import torch.multiprocessing.reductions as _torch_reductions
@@ -33,6 +47,145 @@ from . import _C, _patches, npu
 
 _torch_reduce_tensor = _torch_reductions.reduce_tensor
 _torch_reduce_storage = _torch_reductions.reduce_storage
+
+
+# How long either end of a broker's connection waits for the other.
+_BROKER_TIMEOUT = 120
+
+
+def _set_timeout(sock):
+    """A kernel timeout on the socket's reads (Connection reads its
+    descriptor directly: a Python socket timeout would not apply)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                    struct.pack("ll", _BROKER_TIMEOUT, 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                    struct.pack("ll", _BROKER_TIMEOUT, 0))
+
+
+def _authkey():
+    return bytes(multiprocessing.current_process().authkey)
+
+
+class _Broker:
+    """This process's end: passes the descriptors its shares named (and
+    only those, while they name the same files) to a process that proves it
+    holds the multiprocessing family's authkey. One thread per connection:
+    a client that stalls holds only its own."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        # Abstract: no file to clean up, and reachable by a receiver of
+        # another user (the authkey is the check).
+        self.address = "\0torch_npurt-ipc-%d-%s" % (self.pid, secrets.token_hex(8))
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._socket.bind(self.address)
+        self._socket.listen(64)
+        threading.Thread(target=self._accept, name="torch_npurt-ipc-broker",
+                         daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                sock, _ = self._socket.accept()
+            except (ConnectionAbortedError, InterruptedError):
+                continue
+            except OSError as e:
+                if e.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    return  # the socket is gone
+                # Out of descriptors or memory: the waiting client gets its
+                # turn once some are back, not a busy loop meanwhile.
+                time.sleep(0.1)
+                continue
+            threading.Thread(target=self._answer, args=(sock,), daemon=True).start()
+
+    @staticmethod
+    def _answer(sock):
+        try:
+            _set_timeout(sock)
+            conn = multiprocessing.connection.Connection(sock.detach())
+        except OSError:
+            sock.close()
+            return
+        try:
+            key = _authkey()
+            multiprocessing.connection.deliver_challenge(conn, key)
+            multiprocessing.connection.answer_challenge(conn, key)
+            while True:
+                request = conn.recv_bytes(16)
+                if len(request) != 4:
+                    return
+                fd, = struct.unpack("i", request)
+                if not _C._ipc_may_serve(fd):
+                    conn.send_bytes(b"refused")
+                    continue
+                conn.send_bytes(b"ok")
+                multiprocessing.reduction.send_handle(conn, fd, None)
+        except (OSError, EOFError, multiprocessing.AuthenticationError):
+            pass  # the client went, stalled or failed the challenge
+        finally:
+            conn.close()
+
+
+_broker = None
+_broker_lock = threading.Lock()
+
+
+def _broker_address():
+    """This process's broker (started at the first share through
+    torch.multiprocessing; a forked child starts its own)."""
+    global _broker
+    with _broker_lock:
+        if _broker is None or _broker.pid != os.getpid():
+            _broker = _Broker()
+        return _broker.address
+
+
+class _Fetch:
+    """A receiver's end of a sender's broker, connected at its first use:
+    fetch(fd) returns this process's descriptor of the sender's fd."""
+
+    def __init__(self, address):
+        self._address = address
+        self._conn = None
+
+    def __call__(self, fd):
+        try:
+            if self._conn is None:
+                self._conn = self._connect()
+            self._conn.send_bytes(struct.pack("i", fd))
+            if self._conn.recv_bytes(16) != b"ok":
+                raise RuntimeError("receiving from another process: it refused to pass "
+                                   "descriptor %d (not one it shared)" % fd)
+            local = multiprocessing.reduction.recv_handle(self._conn)
+            os.set_inheritable(local, False)
+            return local
+        except (OSError, EOFError, multiprocessing.AuthenticationError) as e:
+            raise RuntimeError("receiving from another process: asking it for its "
+                               "descriptors failed (%s: %s); it may have exited, or "
+                               "not be of this multiprocessing family"
+                               % (type(e).__name__, e)) from e
+
+    def _connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            _set_timeout(sock)
+            sock.connect(self._address)
+            conn = multiprocessing.connection.Connection(sock.detach())
+        finally:
+            sock.close()
+        try:
+            key = _authkey()
+            multiprocessing.connection.answer_challenge(conn, key)
+            multiprocessing.connection.deliver_challenge(conn, key)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def close(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 def _is_npu(device):
@@ -44,9 +197,15 @@ def rebuild_npu_tensor(cls, size, stride, offset, dtype, requires_grad, device, 
     if shared is None:  # a storage without memory: nothing to share
         t = torch.empty_strided(size, stride, dtype=dtype, device=npu.torch_device(device))
     else:
-        handle, nbytes, counter, event = shared
-        t = _C._ipc_rebuild(device, handle, nbytes, counter, event, dtype, list(size),
-                            list(stride), offset)
+        handle, nbytes, counter, event = shared[:4]
+        # Sent through torch.multiprocessing: the sender's broker's address.
+        fetch = _Fetch(shared[4]) if len(shared) > 4 else None
+        try:
+            t = _C._ipc_rebuild(device, handle, nbytes, counter, event, dtype, list(size),
+                                list(stride), offset, fetch)
+        finally:
+            if fetch is not None:
+                fetch.close()
     if cls is torch.nn.parameter.Parameter:
         # As torch's rebuild: integer parameters must get requires_grad
         # in the constructor.
@@ -79,19 +238,40 @@ def reduce_tensor(tensor):
              tensor.device.index, _C._ipc_share(tensor)))
 
 
+def _reduce_tensor_forking(tensor):
+    """ForkingPickler's: as reduce_tensor, with the address of this
+    process's broker for receivers that may not take its descriptors."""
+    fn, args = reduce_tensor(tensor)
+    if fn is rebuild_npu_tensor and args[-1] is not None:
+        args = args[:-1] + (args[-1] + (_broker_address(),),)
+    return fn, args
+
+
 def reduce_storage(storage):
     if _is_npu(storage.device):
         raise RuntimeError("Cannot pickle NPU storage; try pickling an NPU tensor instead")
     return _torch_reduce_storage(storage)
 
 
-def _rebuild_event(device, handle):
-    return npu.Event.from_ipc_handle(device, handle)
+def _rebuild_event(device, handle, address=None):
+    fetch = _Fetch(address) if address is not None else None
+    try:
+        local, fd = _C._ipc_localize_event(handle, fetch)
+    finally:
+        if fetch is not None:
+            fetch.close()
+    try:
+        return npu.Event.from_ipc_handle(device, local)
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _reduce_event(event):
     device = event.device if event.device is not None else npu.current_device()
-    return (_rebuild_event, (device, event.ipc_handle()))
+    handle = event.ipc_handle()
+    _C._ipc_serve_event(handle)
+    return (_rebuild_event, (device, handle, _broker_address()))
 
 
 def install():
@@ -100,7 +280,7 @@ def install():
     table = multiprocessing.reduction.ForkingPickler._extra_reducers
     for cls, fn in list(table.items()):
         if fn is _torch_reduce_tensor:
-            table[cls] = reduce_tensor
+            table[cls] = _reduce_tensor_forking
         elif fn is _torch_reduce_storage:
             table[cls] = reduce_storage
     multiprocessing.reduction.ForkingPickler.register(npu.Event, _reduce_event)

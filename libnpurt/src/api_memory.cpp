@@ -16,6 +16,7 @@
 #include "mem_pool.h"
 #include "mem_usage.h"
 #include "npu_drm.h"
+#include "pool_ipc.h"
 #include "runtime.h"
 #include "stream.h"
 #include "vmm.h"
@@ -380,6 +381,9 @@ npurtError_t npurtFree(void *devPtr)
 				npurt::memPoolFreed(pool);
 			return err;
 		}
+		npurtError_t importErr = npurtSuccess;
+		if (npurt::freeImportedPointer(addrOf(devPtr), &importErr))
+			return importErr;  // npurtMemPoolImportPointer's
 		if (!owner->pool().lookup(addrOf(devPtr), &b2, &s2))
 			return setError(
 			        npurtErrorInvalidValue,

@@ -6,8 +6,10 @@
 #include "context.h"
 #include "error.h"
 #include "graph.h"
+#include "ipc.h"
 #include "mem_pool.h"
 #include "mem_usage.h"
+#include "pool_ipc.h"
 #include "runtime.h"
 #include "stream.h"
 
@@ -112,6 +114,9 @@ npurtError_t npurtFreeAsync(void *devPtr, npurtStream_t stream)
 		}
 		if (npurt::isGraphMemory(devPtr))
 			return npurtSuccess;  // lives as long as its graph (see npurtFree)
+		npurtError_t importErr = npurtSuccess;
+		if (npurt::freeImportedPointer(addrOf(devPtr), &importErr))
+			return importErr;  // waits for the context's queued work
 		Context &ctx = s->ctx();
 		const uint64_t addr = addrOf(devPtr);
 		uint64_t base = 0;
@@ -171,10 +176,12 @@ npurtError_t npurtMemPoolCreate(npurtMemPool_t *memPool, const npurtMemPoolProps
 			return bad("allocType " +
 			           std::to_string(static_cast<int>(props->allocType)) +
 			           " (only npurtMemAllocationTypePinned)");
-		if (props->handleTypes != npurtMemHandleTypeNone)
+		if (props->handleTypes != npurtMemHandleTypeNone &&
+		    props->handleTypes != npurtMemHandleTypePosixFileDescriptor)
 			return bad("handleTypes " +
 			           std::to_string(static_cast<int>(props->handleTypes)) +
-			           " (shareable pools are not supported: npurtMemHandleTypeNone)");
+			           " (npurtMemHandleTypeNone, or "
+			           "npurtMemHandleTypePosixFileDescriptor for a shareable pool)");
 		if (props->location.type != npurtMemLocationTypeDevice)
 			return bad("location type " +
 			           std::to_string(static_cast<int>(props->location.type)) +
@@ -188,7 +195,9 @@ npurtError_t npurtMemPoolCreate(npurtMemPool_t *memPool, const npurtMemPoolProps
 		if (npurtError_t err = primaryOf(props->location.id, &primary, api))
 			return err;
 		MemPool *pool = nullptr;
-		if (npurtError_t err = npurt::createMemPool(*primary, props->maxSize, &pool))
+		if (npurtError_t err = npurt::createMemPool(
+		            *primary, props->maxSize,
+		            props->handleTypes == npurtMemHandleTypePosixFileDescriptor, &pool))
 			return err;
 		*memPool = pool;
 		return npurtSuccess;
@@ -201,6 +210,8 @@ npurtError_t npurtMemPoolDestroy(npurtMemPool_t memPool)
 {
 	const char *api = "npurtMemPoolDestroy";
 	try {
+		if (npurt::isImportedPool(memPool))
+			return npurt::destroyImportedPool(memPool, api);
 		MemPool *pool = nullptr;
 		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
 			return err;
@@ -292,8 +303,8 @@ npurtError_t npurtMemPoolSetAccess(npurtMemPool_t memPool, const npurtMemAccessD
 {
 	const char *api = "npurtMemPoolSetAccess";
 	try {
-		MemPool *pool = nullptr;
-		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
+		int device = 0;
+		if (npurtError_t err = npurt::poolDevice(memPool, &device, api))
 			return err;
 		if (count && !descList)
 			return nullArgument(api, "descList");
@@ -312,19 +323,19 @@ npurtError_t npurtMemPoolSetAccess(npurtMemPool_t memPool, const npurtMemAccessD
 				return setError(npurtErrorInvalidValue,
 				                which + ": unknown access flags " +
 				                        std::to_string(static_cast<int>(d.flags)));
-			const bool own = d.location.id == pool->device();
+			const bool own = d.location.id == device;
 			if (own && d.flags != npurtMemAccessFlagsProtReadWrite)
 				return setError(
 				        npurtErrorNotSupported,
 				        which +
 				                ": a pool's memory is always read-write on its "
 				                "own device (NPU " +
-				                std::to_string(pool->device()) + ")");
+				                std::to_string(device) + ")");
 			if (!own && d.flags != npurtMemAccessFlagsProtNone)
 				return setError(npurtErrorNotSupported,
 				                which + ": NPU " + std::to_string(d.location.id) +
 				                        " cannot map the memory of a pool of NPU " +
-				                        std::to_string(pool->device()) +
+				                        std::to_string(device) +
 				                        " (copy it with npurtMemcpyPeer)");
 		}
 		return npurtSuccess;
@@ -342,16 +353,16 @@ npurtError_t npurtMemPoolGetAccess(npurtMemAccessFlags *flags, npurtMemPool_t me
 			return nullArgument(api, "flags");
 		if (!location)
 			return nullArgument(api, "location");
-		MemPool *pool = nullptr;
-		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
+		int device = 0;
+		if (npurtError_t err = npurt::poolDevice(memPool, &device, api))
 			return err;
 		if (location->type != npurtMemLocationTypeDevice)
 			return setError(npurtErrorInvalidValue,
 			                std::string(api) + ": the location must be a device");
 		if (npurtError_t err = Runtime::instance().checkOrdinal(location->id, api))
 			return err;
-		*flags = location->id == pool->device() ? npurtMemAccessFlagsProtReadWrite
-		                                        : npurtMemAccessFlagsProtNone;
+		*flags = location->id == device ? npurtMemAccessFlagsProtReadWrite
+		                                : npurtMemAccessFlagsProtNone;
 		return npurtSuccess;
 	} catch (...) {
 		return npurt::errorFromException(api);
@@ -367,6 +378,96 @@ npurtError_t npurtMemPoolTrimTo(npurtMemPool_t memPool, size_t minBytesToKeep)
 			return err;
 		pool->allocator().trimTo(minBytesToKeep);
 		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtMemPoolExportToShareableHandle(void *shareableHandle, npurtMemPool_t memPool,
+                                                 npurtMemAllocationHandleType handleType,
+                                                 unsigned int flags)
+{
+	const char *api = "npurtMemPoolExportToShareableHandle";
+	try {
+		if (!shareableHandle)
+			return nullArgument(api, "shareableHandle");
+		if (npurtError_t err = npurt::checkShareableType(api, handleType))
+			return err;
+		if (flags)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": flags must be 0");
+		if (npurt::isImportedPool(memPool))
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": the pool was imported; export it "
+			                                   "from the process that created it");
+		MemPool *pool = nullptr;
+		if (npurtError_t err = npurt::resolveMemPool(memPool, &pool, api))
+			return err;
+		int fd = -1;
+		if (npurtError_t err = npurt::exportMemPool(*pool, &fd, api))
+			return err;
+		*static_cast<int *>(shareableHandle) = fd;
+		return npurtSuccess;
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtMemPoolImportFromShareableHandle(npurtMemPool_t *memPool, void *shareableHandle,
+                                                   npurtMemAllocationHandleType handleType,
+                                                   unsigned int flags)
+{
+	const char *api = "npurtMemPoolImportFromShareableHandle";
+	try {
+		if (!memPool)
+			return nullArgument(api, "memPool");
+		if (npurtError_t err = npurt::checkShareableType(api, handleType))
+			return err;
+		if (flags)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": flags must be 0");
+		const intptr_t fd = reinterpret_cast<intptr_t>(shareableHandle);
+		if (fd < 0 || fd > INT32_MAX)
+			return setError(npurtErrorInvalidValue,
+			                std::string(api) + ": " + std::to_string(fd) +
+			                        " is not a descriptor (pass it as "
+			                        "(void *)(intptr_t)fd)");
+		Context *c = nullptr;
+		if (npurtError_t err = Runtime::instance().currentContext(&c, api))
+			return err;
+		return npurt::importMemPool(static_cast<int>(fd), c->ordinal(), memPool, api);
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtMemPoolExportPointer(npurtMemPoolPtrExportData *exportData, void *ptr)
+{
+	const char *api = "npurtMemPoolExportPointer";
+	try {
+		if (!exportData)
+			return nullArgument(api, "exportData");
+		if (!ptr)
+			return nullArgument(api, "ptr");
+		Context *c = nullptr;
+		if (npurtError_t err = Runtime::instance().currentContext(&c, api))
+			return err;
+		return npurt::exportPoolPointer(*c, addrOf(ptr), exportData, api);
+	} catch (...) {
+		return npurt::errorFromException(api);
+	}
+}
+
+npurtError_t npurtMemPoolImportPointer(void **ptr, npurtMemPool_t memPool,
+                                       npurtMemPoolPtrExportData *exportData)
+{
+	const char *api = "npurtMemPoolImportPointer";
+	try {
+		if (!ptr)
+			return nullArgument(api, "ptr");
+		if (!exportData)
+			return nullArgument(api, "exportData");
+		return npurt::importPoolPointer(memPool, *exportData, ptr, api);
 	} catch (...) {
 		return npurt::errorFromException(api);
 	}

@@ -6,6 +6,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "ipc.h"
 #include "mem_usage.h"
 #include "runtime.h"
 #include "vmm.h"
@@ -72,17 +73,6 @@ npurtError_t checkProp(const char *api, const npurtMemAllocationProp *prop)
 			return setError(npurtErrorInvalidValue,
 			                std::string(api) + ": prop->reserved is not zero");
 	return checkLocation(api, prop->location);
-}
-
-// A shareable handle's type: only POSIX descriptors are made.
-npurtError_t checkHandleType(const char *api, npurtMemAllocationHandleType type)
-{
-	if (type == npurtMemHandleTypePosixFileDescriptor)
-		return npurtSuccess;
-	return setError(npurtErrorInvalidValue,
-	                std::string(api) + ": handle type " +
-	                        std::to_string(static_cast<int>(type)) +
-	                        " (only npurtMemHandleTypePosixFileDescriptor)");
 }
 
 // The runtime started and a current context (of the current device).
@@ -166,7 +156,7 @@ npurtError_t npurtMemExportToShareableHandle(void *shareableHandle,
 			return nullArgument(api, "shareableHandle");
 		if (npurtError_t err = noFlags(api, flags))
 			return err;
-		if (npurtError_t err = checkHandleType(api, handleType))
+		if (npurtError_t err = npurt::checkShareableType(api, handleType))
 			return err;
 		return VirtualMemory::instance().exportFd(handle,
 		                                          static_cast<int *>(shareableHandle));
@@ -183,7 +173,7 @@ npurtError_t npurtMemImportFromShareableHandle(npurtMemGenericAllocationHandle_t
 		const char *api = "npurtMemImportFromShareableHandle";
 		if (!handle)
 			return nullArgument(api, "handle");
-		if (npurtError_t err = checkHandleType(api, shHandleType))
+		if (npurtError_t err = npurt::checkShareableType(api, shHandleType))
 			return err;
 		const auto fd = reinterpret_cast<intptr_t>(osHandle);
 		if (fd < 0 || fd > INT32_MAX)

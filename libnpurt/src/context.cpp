@@ -1,6 +1,7 @@
 #include "context.h"
 
 #include "mem_pool.h"
+#include "pool_ipc.h"
 #include "runtime.h"
 
 #include <fcntl.h>
@@ -159,6 +160,9 @@ Context::~Context()
 			releasePin(e.pin);
 		pins_.clear();
 	}
+	// Other processes stop reaching this context's pools first (the
+	// exporter's thread may be reading them).
+	forgetContextInPoolIpc(*this);
 	// The pools return their segments through freeSegment() as they go;
 	// release them first, then the IPC imports.
 	forgetContextInMemPools(*this);
@@ -441,25 +445,24 @@ npurtError_t Context::exportSegment(uint64_t addr, uint64_t *segBase, uint64_t *
 	return npurtSuccess;
 }
 
-npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
+npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr, const char *api)
 {
 	if (h.magic != NPURT_IPC_HANDLE_MAGIC || h.fd < 0 || !h.size || h.offset >= h.size)
-		return setError(
-		        npurtErrorInvalidValue,
-		        "npurtIpcOpenMemHandle: the handle is not one npurtIpcGetMemHandle made");
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) +
+		                        ": the handle is not one npurtIpcGetMemHandle made");
 	std::lock_guard<std::mutex> serial(ipcMutex_);
 	int fd = -1;
 	bool owned = false;
-	if (npurtError_t err =
-	            takeIpcDescriptor(h.pid, h.fd, h.inode, "npurtIpcOpenMemHandle", &fd, &owned))
+	if (npurtError_t err = takeIpcDescriptor(h.pid, h.fd, h.inode, api, &fd, &owned))
 		return err;
 	// Live memory of this process (a stale handle said so above), or (a
 	// descriptor of its own) one of this context's segments, whose GEM
 	// handle PRIME gives back: the close would close it.
-	auto ownMemory = [] {
+	auto ownMemory = [api] {
 		return setError(npurtErrorInvalidValue,
-		                "npurtIpcOpenMemHandle: the handle names memory of this process; "
-		                "use the pointer it was made from");
+		                std::string(api) + ": the handle names memory of this process; "
+		                                   "use the pointer it was made from");
 	};
 	if (h.pid == getpid())
 		return ownMemory();
@@ -473,7 +476,7 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 		        ret == -EBADF || ret == -EINVAL || ret == -EOPNOTSUPP
 		                ? npurtErrorInvalidHandle
 		                : errorFromErrno(ret),
-		        osMessage("npurtIpcOpenMemHandle: importing fd " + std::to_string(h.fd),
+		        osMessage(std::string(api) + ": importing fd " + std::to_string(h.fd),
 		                  ret));
 	if (ownsSegmentBo(p.handle))
 		return ownMemory();
@@ -486,8 +489,7 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 				continue;
 			if (imp.size != h.size)  // its handle is live: not closed here
 				return setError(npurtErrorInvalidHandle,
-				                "npurtIpcOpenMemHandle: fd " +
-				                        std::to_string(h.fd) +
+				                std::string(api) + ": fd " + std::to_string(h.fd) +
 				                        " is not the memory the handle describes");
 			imp.opens++;
 			*devPtr = reinterpret_cast<void *>(addr + h.offset);
@@ -500,21 +502,21 @@ npurtError_t Context::ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr)
 	if (ret || info.size != h.size) {
 		closeBo(p.handle);
 		return setError(npurtErrorInvalidHandle,
-		                "npurtIpcOpenMemHandle: fd " + std::to_string(h.fd) +
+		                std::string(api) + ": fd " + std::to_string(h.fd) +
 		                        " is not the memory the handle describes");
 	}
 	uint64_t va = space_.allocate(info.size, kSegmentAlign);
 	if (!va) {
 		closeBo(p.handle);
 		return setError(npurtErrorMemoryAllocation,
-		                "npurtIpcOpenMemHandle: device address space exhausted");
+		                std::string(api) + ": device address space exhausted");
 	}
 	ret = bind(p.handle, va, info.size, false);
 	if (ret) {
 		closeBo(p.handle);
 		space_.release(va, info.size);
 		return setError(errorFromErrno(ret),
-		                osMessage("npurtIpcOpenMemHandle: binding", ret));
+		                osMessage(std::string(api) + ": binding", ret));
 	}
 	{
 		std::lock_guard<std::mutex> lock(mutex_);

@@ -98,7 +98,8 @@ public:
 	// descriptor of this process, with the inode that names it.
 	npurtError_t exportSegment(uint64_t addr, uint64_t *segBase, uint64_t *segSize, int *fd,
 	                           uint64_t *inode, const char *api);
-	npurtError_t ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr);
+	npurtError_t ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr,
+	                     const char *api = "npurtIpcOpenMemHandle");
 	npurtError_t ipcClose(uint64_t addr);
 
 	// Peer access (peer.cpp): this context's engines reach the pool

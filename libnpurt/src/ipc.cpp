@@ -12,6 +12,16 @@
 
 namespace npurt {
 
+npurtError_t checkShareableType(const char *api, npurtMemAllocationHandleType type)
+{
+	if (type == npurtMemHandleTypePosixFileDescriptor)
+		return npurtSuccess;
+	return setError(npurtErrorInvalidValue,
+	                std::string(api) + ": handle type " +
+	                        std::to_string(static_cast<int>(type)) +
+	                        " (only npurtMemHandleTypePosixFileDescriptor)");
+}
+
 uint64_t descriptorInode(int fd)
 {
 	struct stat st {};

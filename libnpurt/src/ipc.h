@@ -10,6 +10,10 @@
 
 namespace npurt {
 
+// A shareable handle's type (VMM allocations, pools): only POSIX
+// descriptors are made.
+npurtError_t checkShareableType(const char *api, npurtMemAllocationHandleType type);
+
 // What names descriptor fd's file (its inode and file system), for the
 // handle; 0 if it cannot be read.
 uint64_t descriptorInode(int fd);

@@ -1,4 +1,5 @@
 #include "mem_pool.h"
+#include "pool_ipc.h"
 
 #include <algorithm>
 #include <map>
@@ -97,14 +98,24 @@ std::atomic<int> gThresholds{0};
 
 }  // namespace
 
+namespace {
+
+uint64_t nextPoolId()
+{
+	static std::atomic<uint64_t> next{1};
+	return next.fetch_add(1);
+}
+
+}  // namespace
+
 MemPool::MemPool(Context &ctx, CachingAllocator &alloc)
-    : ctx_(ctx), alloc_(&alloc), releaseThreshold_(UINT64_MAX)
+    : ctx_(ctx), alloc_(&alloc), releaseThreshold_(UINT64_MAX), id_(nextPoolId())
 {}
 
-MemPool::MemPool(Context &ctx, size_t maxSize)
+MemPool::MemPool(Context &ctx, size_t maxSize, bool shareable)
     : ctx_(ctx), backend_(std::make_unique<Backend>(ctx.segmentBackend(), maxSize)),
       owned_(std::make_unique<CachingAllocator>(*backend_, &ctx.streamTracker())),
-      alloc_(owned_.get()), releaseThreshold_(0)
+      alloc_(owned_.get()), releaseThreshold_(0), shareable_(shareable), id_(nextPoolId())
 {
 	gThresholds.fetch_add(1);
 }
@@ -229,7 +240,12 @@ npurtError_t resolveMemPool(npurtMemPool_t handle, MemPool **out, const char *ap
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": " +
 		                        hexAddr(reinterpret_cast<uint64_t>(handle)) +
-		                        " is not a memory pool (destroyed, or never created)");
+		                        (isImportedPool(handle)
+		                                 ? " is a pool imported from another process: "
+		                                   "it only imports pointers "
+		                                   "(npurtMemPoolImportPointer)"
+		                                 : " is not a memory pool (destroyed, or never "
+		                                   "created)"));
 	*out = p;
 	return npurtSuccess;
 }
@@ -269,9 +285,9 @@ npurtError_t setCurrentMemPool(int device, MemPool *pool, const char *api)
 	return npurtSuccess;
 }
 
-npurtError_t createMemPool(Context &primary, size_t maxSize, MemPool **out)
+npurtError_t createMemPool(Context &primary, size_t maxSize, bool shareable, MemPool **out)
 {
-	auto p = std::make_unique<MemPool>(primary, maxSize);
+	auto p = std::make_unique<MemPool>(primary, maxSize, shareable);
 	Registry &r = registry();
 	std::lock_guard<std::mutex> lock(r.mutex);
 	r.pools.push_back(p.get());
@@ -315,6 +331,17 @@ MemPool *findPoolMemory(Context &ctx, uint64_t addr, uint64_t *base, size_t *siz
 			if (&p->ctx() == &ctx && p->allocator().lookup(addr, base, size))
 				return p;
 	return nullptr;
+}
+
+bool isPoolAllocation(Context &ctx, uint64_t poolId, uint64_t addr, size_t *size)
+{
+	Registry &r = registry();
+	std::lock_guard<std::mutex> lock(r.mutex);
+	uint64_t base = 0;
+	for (MemPool *p : r.pools)
+		if (p->id() == poolId && &p->ctx() == &ctx)
+			return p->allocator().lookup(addr, &base, size) && base == addr;
+	return false;
 }
 
 void forgetContextInMemPools(Context &ctx)

@@ -31,7 +31,7 @@ class MemPool : public npurtMemPool_st {
 public:
 	// A context's default pool (its caching pool), or a created one.
 	MemPool(Context &ctx, CachingAllocator &alloc);
-	MemPool(Context &ctx, size_t maxSize);
+	MemPool(Context &ctx, size_t maxSize, bool shareable);
 	~MemPool();
 	MemPool(const MemPool &) = delete;
 	MemPool &operator=(const MemPool &) = delete;
@@ -39,6 +39,10 @@ public:
 	Context &ctx() { return ctx_; }
 	CachingAllocator &allocator() { return *alloc_; }
 	bool isDefault() const { return owned_ == nullptr; }
+	// Made with npurtMemHandleTypePosixFileDescriptor (pool_ipc.cpp).
+	bool shareable() const { return shareable_; }
+	// Unique in the process, never reused (names the pool to importers).
+	uint64_t id() const { return id_; }
 	int device() const;
 
 	npurtError_t setAttribute(npurtMemPoolAttr attr, const void *value, const char *api);
@@ -55,6 +59,8 @@ private:
 	CachingAllocator *alloc_;
 	std::atomic<bool> followEvents_{true}, opportunistic_{true};
 	std::atomic<uint64_t> releaseThreshold_;
+	const bool shareable_ = false;
+	const uint64_t id_;
 };
 
 // The pool handle's object, or npurtErrorInvalidValue (a destroyed or
@@ -66,7 +72,7 @@ MemPool *defaultMemPool(Context &ctx);
 // pool when it belongs to ctx, else ctx's default pool.
 MemPool *currentMemPool(Context &ctx);
 npurtError_t setCurrentMemPool(int device, MemPool *pool, const char *api);
-npurtError_t createMemPool(Context &primary, size_t maxSize, MemPool **out);
+npurtError_t createMemPool(Context &primary, size_t maxSize, bool shareable, MemPool **out);
 // Destroys a created pool now, or, with allocations left or frees still
 // queued, unlists it and lets it go at a later sync once they are gone
 // (its cache goes back as they are freed).
@@ -74,6 +80,9 @@ npurtError_t destroyMemPool(MemPool *pool, const char *api);
 // The created pool of ctx whose allocation holds addr (its base and size);
 // null if none. Costs one atomic load while no pool has been created.
 MemPool *findPoolMemory(Context &ctx, uint64_t addr, uint64_t *base, size_t *size);
+// Whether addr is the start of a live allocation of ctx's created pool
+// poolId (checked under the registry's lock: the pool may be going).
+bool isPoolAllocation(Context &ctx, uint64_t poolId, uint64_t addr, size_t *size);
 // Pools of ctx (and the default pool's object) go with the context.
 void forgetContextInMemPools(Context &ctx);
 // Pools of ctx with a release threshold trim to it (after a sync), and

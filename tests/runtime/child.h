@@ -4,10 +4,12 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,44 @@ inline ChildResult runChild(const std::string &filter, const std::vector<std::st
 	close(fds[0]);
 	waitpid(pid, &r.status, 0);
 	return r;
+}
+
+// One message of len bytes with descriptor fd (SCM_RIGHTS); 0 or -1.
+inline int sendFd(int sock, int fd, const void *data, size_t len)
+{
+	char ctrl[CMSG_SPACE(sizeof(int))] = {};
+	iovec iov{const_cast<void *>(data), len};
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctrl;
+	msg.msg_controllen = sizeof(ctrl);
+	cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &msg, 0) == static_cast<ssize_t>(len) ? 0 : -1;
+}
+
+// One message of len bytes and the descriptor with it; -1 if none came.
+inline int recvFd(int sock, void *data, size_t len)
+{
+	char ctrl[CMSG_SPACE(sizeof(int))] = {};
+	iovec iov{data, len};
+	msghdr msg{};
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctrl;
+	msg.msg_controllen = sizeof(ctrl);
+	if (recvmsg(sock, &msg, 0) != static_cast<ssize_t>(len))
+		return -1;
+	cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_type != SCM_RIGHTS)
+		return -1;
+	int fd = -1;
+	std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
 }
 
 // A child's output, indented so that its GoogleTest summary lines do not

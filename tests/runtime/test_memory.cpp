@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "child.h"
 #include "npurt/npurt.h"
 #include "npurt/npurt.hpp"
 #include "vm_knobs.h"
@@ -640,41 +641,8 @@ TEST_F(Memory, ThreadsAllocateAndCopyConcurrently)
 // imports over a Unix socket, checks the data and writes its own.
 constexpr const char *kIpcEnv = "NPURT_TEST_IPC_SOCKET";
 
-int sendFd(int sock, int fd, const void *data, size_t len)
-{
-	char ctrl[CMSG_SPACE(sizeof(int))] = {};
-	iovec iov{const_cast<void *>(data), len};
-	msghdr msg{};
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = ctrl;
-	msg.msg_controllen = sizeof(ctrl);
-	cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	return sendmsg(sock, &msg, 0) == static_cast<ssize_t>(len) ? 0 : -1;
-}
-
-int recvFd(int sock, void *data, size_t len)
-{
-	char ctrl[CMSG_SPACE(sizeof(int))] = {};
-	iovec iov{data, len};
-	msghdr msg{};
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = ctrl;
-	msg.msg_controllen = sizeof(ctrl);
-	if (recvmsg(sock, &msg, 0) != static_cast<ssize_t>(len))
-		return -1;
-	cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	if (!c || c->cmsg_type != SCM_RIGHTS)
-		return -1;
-	int fd = -1;
-	std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	return fd;
-}
+using npurt_test::recvFd;
+using npurt_test::sendFd;
 
 constexpr const char *kIpcModeEnv = "NPURT_TEST_IPC_MODE";
 

@@ -389,7 +389,7 @@ TEST_F(MemPools, BadArgumentsSayWhy)
 	p.allocType = npurtMemAllocationTypeInvalid;
 	EXPECT_EQ(npurtMemPoolCreate(&pool, &p), npurtErrorInvalidValue);
 	p = propsOf(0);
-	p.handleTypes = static_cast<npurtMemAllocationHandleType>(1);
+	p.handleTypes = static_cast<npurtMemAllocationHandleType>(2);  // Win32
 	EXPECT_EQ(npurtMemPoolCreate(&pool, &p), npurtErrorInvalidValue);
 	p = propsOf(0);
 	p.location.type = npurtMemLocationTypeInvalid;

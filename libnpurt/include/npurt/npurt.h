@@ -887,7 +887,9 @@ typedef enum npurtMemPoolAttr {
 
 typedef struct npurtMemPoolProps {
 	npurtMemAllocationType allocType; /* npurtMemAllocationTypePinned */
-	npurtMemAllocationHandleType handleTypes; /* npurtMemHandleTypeNone */
+	/* npurtMemHandleTypeNone, or npurtMemHandleTypePosixFileDescriptor
+	 * for a pool shared between processes (below) */
+	npurtMemAllocationHandleType handleTypes;
 	npurtMemLocation location; /* npurtMemLocationTypeDevice, its ordinal */
 	void *win32SecurityAttributes; /* NULL */
 	size_t maxSize; /* 0: no cap */
@@ -918,6 +920,49 @@ NPURT_API npurtError_t npurtMemPoolSetAccess(npurtMemPool_t memPool,
                                              const npurtMemAccessDesc *descList, size_t count);
 NPURT_API npurtError_t npurtMemPoolGetAccess(npurtMemAccessFlags *flags, npurtMemPool_t memPool,
                                              npurtMemLocation *location);
+
+/*
+ * Pools shared between processes (CUDA's cudaMemPoolExportToShareableHandle
+ * family). A pool created with handleTypes
+ * npurtMemHandleTypePosixFileDescriptor exports as a new descriptor (a Unix
+ * socket to the exporting process, close-on-exec), written to
+ * *(int *)shareableHandle; the caller owns it and passes it to another
+ * process (SCM_RIGHTS, or inherited). It is the capability: whoever holds it
+ * may map any allocation of the pool. npurtMemPoolImportFromShareableHandle
+ * there, with the descriptor as (void *)(intptr_t)fd, gives an imported
+ * pool on the current device (the descriptor may be closed after). An
+ * imported pool only imports pointers and answers npurtMemPoolSetAccess and
+ * npurtMemPoolGetAccess; npurtMemPoolDestroy lets it go.
+ *
+ * npurtMemPoolExportPointer describes an allocation of a shareable pool (its
+ * start) in 64 bytes of plain data, sent by any channel;
+ * npurtMemPoolImportPointer maps it in the importing process, asking the
+ * exporter over the pool's socket for the memory (no ptrace rights needed,
+ * unlike npurtIpcOpenMemHandle). The imported pointer is freed with
+ * npurtFree or npurtFreeAsync (which waits for the context's queued work
+ * that may use it). As in CUDA, importers free their pointers before the
+ * exporter frees the allocation: the exporter's free does not wait for
+ * them, and the pool may then give the memory to another allocation. An
+ * allocation freed (or a pool destroyed) before the import is
+ * npurtErrorInvalidValue; a handle whose exporter exited,
+ * npurtErrorInvalidHandle. Memory of an expandable segment spanning more
+ * than one of its 2 MiB pages cannot be exported (npurtErrorNotSupported).
+ * Thread-safe.
+ */
+typedef struct npurtMemPoolPtrExportData {
+	unsigned char reserved[64];
+} npurtMemPoolPtrExportData;
+
+NPURT_API npurtError_t npurtMemPoolExportToShareableHandle(void *shareableHandle,
+                                                           npurtMemPool_t memPool,
+                                                           npurtMemAllocationHandleType handleType,
+                                                           unsigned int flags);
+NPURT_API npurtError_t
+npurtMemPoolImportFromShareableHandle(npurtMemPool_t *memPool, void *shareableHandle,
+                                      npurtMemAllocationHandleType handleType, unsigned int flags);
+NPURT_API npurtError_t npurtMemPoolExportPointer(npurtMemPoolPtrExportData *exportData, void *ptr);
+NPURT_API npurtError_t npurtMemPoolImportPointer(void **ptr, npurtMemPool_t memPool,
+                                                 npurtMemPoolPtrExportData *exportData);
 
 #define npurtStreamDefault 0x00
 /* Without npurtStreamNonBlocking a stream is blocking, as in CUDA: work on

@@ -127,7 +127,7 @@ if [ "$suites" = all ]; then
 	for p in deviceQuery bandwidthTest asyncAPI simpleStreams simpleMultiCopy \
 		simpleCallback simpleIPC simpleZeroCopy simpleMultiGPU simpleStreamPriorities simpleP2P \
 		streamOrderedAllocation simpleCudaGraphs unifiedMemory simplePitchLinear \
-		graphMemoryNodes; do
+		graphMemoryNodes streamOrderedAllocationIPC; do
 		run "compat_$p" cmd "$bin/compat_$p"
 	done
 fi

@@ -1158,17 +1158,9 @@ npurtError_t npurtIpcGetMemHandle(npurtIpcMemHandle_t *handle, void *devPtr)
 			                        " is not live memory from npurtMalloc");
 		uint64_t segBase = 0, segSize = 0, inode = 0;
 		int fd = -1;
-		if (npurtError_t err = owner->exportSegment(addrOf(devPtr), &segBase, &segSize, &fd,
-		                                            &inode, api))
+		if (npurtError_t err = owner->exportAllocation(base, size, &segBase, &segSize, &fd,
+		                                               &inode, api))
 			return err;
-		// In an expandable segment an allocation may span several device
-		// memory objects, one per page; a handle names only one.
-		if (base < segBase || base - segBase + size > segSize)
-			return setError(npurtErrorNotSupported,
-			                std::string(api) + ": the allocation at " + hexAddr(base) +
-			                        " spans several device memory objects (an "
-			                        "expandable segment's pages); allocate memory to "
-			                        "share with expandable_segments:False");
 		*handle = npurtIpcMemHandle_t{};
 		handle->fd = fd;
 		handle->deviceIndex =

@@ -418,7 +418,7 @@ bool Context::findDeviceRange(uint64_t addr, uint64_t *base, size_t *size)
 }
 
 npurtError_t Context::exportSegment(uint64_t addr, uint64_t *segBase, uint64_t *segSize, int *fd,
-                                    uint64_t *inode, const char *api)
+                                    uint64_t *inode, const char *api, bool copy)
 {
 	std::lock_guard<std::mutex> lock(mutex_);
 	auto it = segments_.upper_bound(addr);
@@ -438,10 +438,27 @@ npurtError_t Context::exportSegment(uint64_t addr, uint64_t *segBase, uint64_t *
 		r.exportFd = p.fd;
 		r.inode = descriptorInode(p.fd);
 	}
+	*fd = copy ? fcntl(r.exportFd, F_DUPFD_CLOEXEC, 0) : r.exportFd;
+	if (*fd < 0)
+		return setError(errorFromErrno(-errno),
+		                osMessage(std::string(api) + ": duplicating the export", errno));
 	*segBase = it->first;
 	*segSize = r.size;
-	*fd = r.exportFd;
 	*inode = r.inode;
+	return npurtSuccess;
+}
+
+npurtError_t Context::exportAllocation(uint64_t base, uint64_t size, uint64_t *segBase,
+                                       uint64_t *segSize, int *fd, uint64_t *inode, const char *api)
+{
+	if (npurtError_t err = exportSegment(base, segBase, segSize, fd, inode, api))
+		return err;
+	if (base < *segBase || base - *segBase + size > *segSize)
+		return setError(npurtErrorNotSupported,
+		                std::string(api) + ": the allocation at " + hex(base) +
+		                        " spans several device memory objects (an expandable "
+		                        "segment's pages); allocate memory to share with "
+		                        "expandable_segments:False");
 	return npurtSuccess;
 }
 

@@ -95,9 +95,16 @@ public:
 
 	// The export of the pool segment holding addr (made once, kept until
 	// the segment goes back to the device): a close-on-exec dma-buf
-	// descriptor of this process, with the inode that names it.
+	// descriptor of this process, with the inode that names it; with
+	// copy, a duplicate the caller closes (the segment may go meanwhile).
 	npurtError_t exportSegment(uint64_t addr, uint64_t *segBase, uint64_t *segSize, int *fd,
-	                           uint64_t *inode, const char *api);
+	                           uint64_t *inode, const char *api, bool copy = false);
+	// The same for the allocation [base, base + size), which must lie in
+	// one segment: in an expandable segment an allocation may span several
+	// device memory objects, one per page, and an export names only one
+	// (npurtErrorNotSupported).
+	npurtError_t exportAllocation(uint64_t base, uint64_t size, uint64_t *segBase,
+	                              uint64_t *segSize, int *fd, uint64_t *inode, const char *api);
 	npurtError_t ipcOpen(const npurtIpcMemHandle_t &h, void **devPtr,
 	                     const char *api = "npurtIpcOpenMemHandle");
 	npurtError_t ipcClose(uint64_t addr);

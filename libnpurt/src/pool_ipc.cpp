@@ -7,13 +7,20 @@
 // its private connection; its requests and their replies (and the
 // segments' dma-bufs) go over that. Requests carry a sequence number so a
 // reply that arrives after its request timed out is not taken for the next
-// one's.
+// one's; an importer also watches the exporter's pidfd, so the exporter's
+// exit is noticed even where a forked child keeps its sockets open.
+//
+// The exporter's thread never blocks: its sockets are read and written
+// without waiting, and descriptors a peer sent (a hostile one may send a
+// FUSE file whose close blocks) are closed outside its lock.
 #include "pool_ipc.h"
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +38,7 @@
 #include "error.h"
 #include "mem_pool.h"
 #include "runtime.h"
+#include "stream.h"
 
 namespace npurt {
 
@@ -38,8 +46,9 @@ namespace {
 
 constexpr uint32_t kWireMagic = 0x4e50504cu;  // "NPPL"
 constexpr uint32_t kDataMagic = 0x4e505044u;  // "NPPD"
-constexpr int kAnswerTimeoutS = 10;
-constexpr int kMaxFds = 4;  // descriptors taken from one message (the rest are closed)
+constexpr int kAnswerTimeoutMs = 10000;
+constexpr int kMaxFds = 4;  // descriptors taken from one message (the kernel drops the rest)
+constexpr size_t kMaxServed = 4096;  // sockets the exporter serves at most
 
 enum Op : uint32_t { kHello = 1, kSegment = 2 };
 
@@ -48,8 +57,10 @@ struct Request {
 	uint32_t op;
 	uint64_t seq;
 	uint64_t addr;  // kSegment: the allocation's start,
-	uint64_t size;  // its size
-	uint64_t inode;  // and its segment's dma-buf
+	uint64_t size;  // its size,
+	uint64_t inode;  // its segment's dma-buf,
+	uint64_t segOffset;  // its offset there
+	uint64_t segSize;  // and the segment's size
 };
 
 struct Reply {
@@ -117,9 +128,9 @@ ssize_t sendWith(int sock, const void *buf, size_t len, int fd, int flags)
 	return sendmsg(sock, &m, flags | MSG_NOSIGNAL);
 }
 
-// One message; *fd gets the first descriptor that came with it (-1: none),
-// any others are closed. recvmsg's result.
-ssize_t receiveWith(int sock, void *buf, size_t len, int *fd, int flags)
+// One message and the descriptors that came with it (appended to *fds,
+// which the caller closes). recvmsg's result.
+ssize_t receiveWith(int sock, void *buf, size_t len, std::vector<int> *fds, int flags)
 {
 	iovec io{buf, len};
 	msghdr m{};
@@ -128,7 +139,6 @@ ssize_t receiveWith(int sock, void *buf, size_t len, int *fd, int flags)
 	alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int) * kMaxFds)];
 	m.msg_control = ctl;
 	m.msg_controllen = sizeof ctl;
-	*fd = -1;
 	ssize_t n = recvmsg(sock, &m, flags | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return n;
@@ -139,13 +149,16 @@ ssize_t receiveWith(int sock, void *buf, size_t len, int *fd, int flags)
 		for (size_t i = 0; i < count; i++) {
 			int got = -1;
 			std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
-			if (*fd < 0)
-				*fd = got;
-			else
-				close(got);
+			fds->push_back(got);
 		}
 	}
 	return n;
+}
+
+void closeAll(const std::vector<int> &fds)
+{
+	for (int fd : fds)
+		close(fd);
 }
 
 // The exporting side: one thread serving every shareable handle and
@@ -175,8 +188,8 @@ private:
 		bool handle;  // the shareable handle (else an importer's connection)
 	};
 	void run();
-	bool connect(Served &s, std::vector<Served> *joined);
-	bool answer(Served &s);
+	bool connect(Served &s, bool hup, std::vector<Served> *joined, std::vector<int> *discard);
+	bool answer(Served &s, bool hup, std::vector<int> *discard);
 	npurtError_t start(const char *api);
 
 	std::mutex mutex_;  // guards the rest; held while a request is answered
@@ -201,6 +214,12 @@ npurtError_t Exporter::start(const char *api)
 		return setError(errorFromErrno(-errno),
 		                osMessage(std::string(api) + ": starting the exporter", errno));
 	std::thread([this] { run(); }).detach();
+	if (!servingPid_) {
+		// A fork never finds the lock held by a request half answered.
+		pthread_atfork([] { instance(false)->mutex_.lock(); },
+		               [] { instance(false)->mutex_.unlock(); },
+		               [] { instance(false)->mutex_.unlock(); });
+	}
 	servingPid_ = getpid();
 	return npurtSuccess;
 }
@@ -215,6 +234,12 @@ npurtError_t Exporter::serve(Context &ctx, uint64_t poolId, int *handle, const c
 	std::lock_guard<std::mutex> lock(mutex_);
 	if (npurtError_t err = start(api))
 		return err;
+	if (served_.size() >= kMaxServed)
+		return setError(npurtErrorInvalidValue,
+		                std::string(api) + ": this process serves " +
+		                        std::to_string(kMaxServed) +
+		                        " pool handles and connections already; close "
+		                        "handles no longer needed");
 	served_.push_back({ours.release(), &ctx, poolId, true});
 	const uint64_t one = 1;
 	if (write(wake_, &one, sizeof one) < 0) {
@@ -235,6 +260,7 @@ void Exporter::forget(Context &ctx)
 void Exporter::run()
 {
 	std::vector<pollfd> fds;
+	std::vector<int> discard;
 	for (;;) {
 		{
 			std::lock_guard<std::mutex> lock(mutex_);
@@ -248,72 +274,82 @@ void Exporter::run()
 		if (fds[0].revents && read(wake_, &n, sizeof n) < 0) {
 			// EAGAIN: another change woke it first.
 		}
-		std::lock_guard<std::mutex> lock(mutex_);
-		std::vector<Served> joined;
-		for (size_t i = 1; i < fds.size(); i++) {
-			if (!fds[i].revents)
-				continue;
-			auto it = std::ranges::find(served_, fds[i].fd, &Served::fd);
-			if (it == served_.end())
-				continue;
-			if (it->handle ? connect(*it, &joined) : answer(*it))
-				continue;
-			close(it->fd);
-			served_.erase(it);
+		{
+			std::lock_guard<std::mutex> lock(mutex_);
+			std::vector<Served> joined;
+			for (size_t i = 1; i < fds.size(); i++) {
+				if (!fds[i].revents)
+					continue;
+				auto it = std::ranges::find(served_, fds[i].fd, &Served::fd);
+				if (it == served_.end())
+					continue;
+				const bool hup = fds[i].revents & (POLLHUP | POLLERR | POLLNVAL);
+				if (it->handle ? connect(*it, hup, &joined, &discard)
+				               : answer(*it, hup, &discard))
+					continue;
+				discard.push_back(it->fd);
+				served_.erase(it);
+			}
+			served_.insert(served_.end(), joined.begin(), joined.end());
 		}
-		served_.insert(served_.end(), joined.begin(), joined.end());
+		closeAll(discard);
+		discard.clear();
 	}
 }
 
 // A hello on a shareable handle: the importer's connection joins. False
-// when the handle's last holder closed it.
-bool Exporter::connect(Served &s, std::vector<Served> *joined)
+// when the handle's last holder closed it. (A message of no bytes reads
+// as 0 too: only a hang-up ends the handle.)
+bool Exporter::connect(Served &s, bool hup, std::vector<Served> *joined, std::vector<int> *discard)
 {
 	Request rq{};
-	int conn = -1;
-	ssize_t n = receiveWith(s.fd, &rq, sizeof rq, &conn, MSG_DONTWAIT);
-	if (n == 0)
-		return false;
-	if (n < 0)
-		return errno == EAGAIN || errno == EINTR;
-	FdGuard guard(conn);
+	std::vector<int> got;
+	ssize_t n = receiveWith(s.fd, &rq, sizeof rq, &got, MSG_DONTWAIT);
+	if (n <= 0) {
+		discard->insert(discard->end(), got.begin(), got.end());
+		return n == 0 ? !hup : errno == EAGAIN || errno == EINTR;
+	}
+	const int conn = got.size() == 1 ? got[0] : -1;
 	if (n != sizeof rq || rq.magic != kWireMagic || rq.op != kHello || conn < 0 ||
-	    !isSeqPacket(conn))
-		return true;  // not an importer: ignored
+	    !isSeqPacket(conn) || served_.size() + joined->size() >= kMaxServed) {
+		discard->insert(discard->end(), got.begin(), got.end());
+		return true;  // not an importer (or too many): ignored
+	}
 	Reply rp{kWireMagic, s.ctx ? npurtSuccess : npurtErrorInvalidValue, rq.seq, getpid(),
 	         s.poolId};
 	if (sendWith(conn, &rp, sizeof rp, -1, MSG_DONTWAIT) == sizeof rp)
-		joined->push_back({guard.release(), s.ctx, s.poolId, false});
+		joined->push_back({conn, s.ctx, s.poolId, false});
+	else
+		discard->push_back(conn);
 	return true;
 }
 
 // A request on an importer's connection. False when the importer is gone
 // or does not read its replies.
-bool Exporter::answer(Served &s)
+bool Exporter::answer(Served &s, bool hup, std::vector<int> *discard)
 {
 	Request rq{};
-	int stray = -1;
-	ssize_t n = receiveWith(s.fd, &rq, sizeof rq, &stray, MSG_DONTWAIT);
-	if (stray >= 0)
-		close(stray);
-	if (n == 0)
-		return false;
-	if (n < 0)
-		return errno == EAGAIN || errno == EINTR;
+	ssize_t n = receiveWith(s.fd, &rq, sizeof rq, discard, MSG_DONTWAIT);
+	if (n <= 0)
+		return n == 0 ? !hup : errno == EAGAIN || errno == EINTR;
 	Reply rp{kWireMagic, npurtErrorInvalidValue, rq.seq, getpid(), s.poolId};
-	int fd = -1;
 	size_t size = 0;
 	uint64_t segBase = 0, segSize = 0, inode = 0;
+	int fd = -1;
 	// The allocation is still the one exported: live at that address with
-	// that size, in the segment whose dma-buf the data names.
+	// that size, at that place in the segment whose dma-buf the data names.
+	// The descriptor sent is a copy: a free on another thread may close
+	// the segment's own meanwhile.
 	if (n == sizeof rq && rq.magic == kWireMagic && rq.op == kSegment && s.ctx &&
 	    isPoolAllocation(*s.ctx, s.poolId, rq.addr, &size) && size == rq.size &&
 	    !s.ctx->exportSegment(rq.addr, &segBase, &segSize, &fd, &inode,
-	                          "npurtMemPoolImportPointer") &&
-	    inode == rq.inode)
-		rp.status = npurtSuccess;
-	else
-		fd = -1;
+	                          "npurtMemPoolImportPointer", true)) {
+		discard->push_back(fd);
+		if (inode == rq.inode && segSize == rq.segSize && rq.addr - segBase == rq.segOffset)
+			rp.status = npurtSuccess;
+		else
+			fd = -1;
+	}
 	return sendWith(s.fd, &rp, sizeof rp, fd, MSG_DONTWAIT) == sizeof rp;
 }
 
@@ -323,8 +359,11 @@ struct ImportedPool : npurtMemPool_st {
 	{
 		if (fd >= 0)
 			close(fd);
+		if (pidfd >= 0)
+			close(pidfd);
 	}
 	int fd = -1;  // this process's connection to the exporter
+	int pidfd = -1;  // the exporter (readable once it exited); -1: unknown
 	pid_t pid = 0;
 	uint64_t poolId = 0;
 	int device = 0;
@@ -332,10 +371,10 @@ struct ImportedPool : npurtMemPool_st {
 	uint64_t seq = 0;
 };
 
+// The counts of ptrs and of the context's imports move together: each
+// import opens before it counts, each free uncounts before it closes, so
+// an address is unmapped only when no import of it is left.
 struct Importer {
-	// Held around an import's open and its record, and a free's count and
-	// close: an import of an address another thread is closing waits.
-	std::mutex serial;
 	std::mutex mutex;  // guards the maps
 	std::map<npurtMemPool_t, std::shared_ptr<ImportedPool>> pools;
 	struct Ptr {
@@ -367,21 +406,35 @@ npurtError_t exporterGone(const char *api, pid_t pid)
 	                        " has exited (or closed the pool's connection)");
 }
 
-// The reply to request seq on conn (and the descriptor with it).
-npurtError_t awaitReply(int conn, uint64_t seq, pid_t pid, Reply *rp, int *fd, const char *api)
+// The reply to request seq on conn (and the descriptor with it), waiting
+// kAnswerTimeoutMs at most and not past the exporter's exit (its pidfd).
+npurtError_t awaitReply(int conn, int pidfd, uint64_t seq, pid_t pid, Reply *rp, int *fd,
+                        const char *api)
 {
+	const int64_t deadline = monotonicNs() + int64_t{kAnswerTimeoutMs} * 1000000;
 	for (;;) {
-		int got = -1;
-		ssize_t n = receiveWith(conn, rp, sizeof *rp, &got, 0);
-		FdGuard guard(got);
+		std::vector<int> got;
+		ssize_t n = receiveWith(conn, rp, sizeof *rp, &got, MSG_DONTWAIT);
+		FdGuard first(got.empty() ? -1 : got[0]);
+		for (size_t i = 1; i < got.size(); i++)
+			close(got[i]);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return setError(npurtErrorTimeout,
-			                std::string(api) +
-			                        ": the exporting process did not answer "
-			                        "within " +
-			                        std::to_string(kAnswerTimeoutS) + " s");
+		if (n < 0 && errno == EAGAIN) {
+			const int64_t left = (deadline - monotonicNs()) / 1000000;
+			pollfd p[2] = {{conn, POLLIN, 0}, {pidfd, POLLIN, 0}};
+			int ready =
+			        left > 0 ? poll(p, pidfd >= 0 ? 2 : 1, static_cast<int>(left)) : 0;
+			if (ready == 0)
+				return setError(
+				        npurtErrorTimeout,
+				        std::string(api) +
+				                ": the exporting process did not answer within " +
+				                std::to_string(kAnswerTimeoutMs / 1000) + " s");
+			if (ready > 0 && !p[0].revents && p[1].revents)
+				return exporterGone(api, pid);
+			continue;
+		}
 		if (n <= 0)
 			return exporterGone(api, pid);
 		if (n != sizeof *rp || rp->magic != kWireMagic)
@@ -391,7 +444,7 @@ npurtError_t awaitReply(int conn, uint64_t seq, pid_t pid, Reply *rp, int *fd, c
 		if (rp->seq != seq)
 			continue;  // the late reply to a request that timed out
 		if (fd)
-			*fd = guard.release();
+			*fd = first.release();
 		return npurtSuccess;
 	}
 }
@@ -434,15 +487,9 @@ npurtError_t exportPoolPointer(Context &ctx, uint64_t addr, npurtMemPoolPtrExpor
 		                                                hexAddr(base) + ", not its start");
 	uint64_t segBase = 0, segSize = 0, inode = 0;
 	int fd = -1;
-	if (npurtError_t err = owner->exportSegment(addr, &segBase, &segSize, &fd, &inode, api))
+	if (npurtError_t err =
+	            owner->exportAllocation(addr, size, &segBase, &segSize, &fd, &inode, api))
 		return err;
-	// An expandable segment maps one device memory object per page.
-	if (base < segBase || base - segBase + size > segSize)
-		return setError(npurtErrorNotSupported,
-		                std::string(api) + ": the allocation at " + hexAddr(base) +
-		                        " spans several device memory objects (an expandable "
-		                        "segment's pages); allocate memory to share with "
-		                        "expandable_segments:False");
 	PtrData d{kDataMagic, getpid(), pool->id(), addr, size, addr - segBase, segSize, inode};
 	*data = npurtMemPoolPtrExportData{};
 	std::memcpy(data, &d, sizeof d);
@@ -455,36 +502,42 @@ npurtError_t importMemPool(int fd, int device, npurtMemPool_t *out, const char *
 	FdGuard shared(fcntl(fd, F_DUPFD_CLOEXEC, 0));
 	if (shared.get() < 0)
 		return setError(npurtErrorInvalidValue, osMessage(which, errno));
-	if (!isSeqPacket(shared.get()))
+	ucred cred{};
+	socklen_t len = sizeof cred;
+	if (!isSeqPacket(shared.get()) ||
+	    getsockopt(shared.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len))
 		return setError(npurtErrorInvalidValue,
 		                which + " is not a pool's shareable handle (one "
 		                        "npurtMemPoolExportToShareableHandle made)");
+	// The pair's maker: the exporter, as this process's pid namespace sees it.
+	if (cred.pid == getpid())
+		return setError(npurtErrorInvalidValue,
+		                which + " is of a pool of this process: allocate from the pool "
+		                        "itself");
+	auto pool = std::make_shared<ImportedPool>();
+	pool->pidfd = cred.pid > 0 ? static_cast<int>(syscall(SYS_pidfd_open, cred.pid, 0)) : -1;
+	if (pool->pidfd < 0 && errno == ESRCH)
+		return exporterGone(api, cred.pid);
 	int pair[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair))
 		return setError(errorFromErrno(-errno), osMessage(which + ": connecting", errno));
 	FdGuard conn(pair[0]), theirs(pair[1]);
-	const timeval limit{kAnswerTimeoutS, 0};
-	setsockopt(conn.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+	const timeval limit{kAnswerTimeoutMs / 1000, 0};
 	setsockopt(conn.get(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
-	const Request hello{kWireMagic, kHello, 0, 0, 0, 0};
+	const Request hello{kWireMagic, kHello, 0, 0, 0, 0, 0, 0};
 	// Not waiting on the shared socket: its options are every holder's.
 	if (sendWith(shared.get(), &hello, sizeof hello, theirs.get(), MSG_DONTWAIT) < 0)
 		return errno == EAGAIN ? setError(npurtErrorTimeout,
 		                                  which + ": the exporting process is not taking "
 		                                          "connections")
-		                       : exporterGone(api, 0);
+		                       : exporterGone(api, cred.pid);
 	close(theirs.release());  // in flight: the exporter holds it now
 	Reply rp{};
-	if (npurtError_t err = awaitReply(conn.get(), 0, 0, &rp, nullptr, api))
+	if (npurtError_t err = awaitReply(conn.get(), pool->pidfd, 0, cred.pid, &rp, nullptr, api))
 		return err;
 	if (rp.status)
 		return setError(npurtErrorInvalidValue,
 		                which + ": the pool's device was reset in the exporting process");
-	if (rp.pid == getpid())
-		return setError(npurtErrorInvalidValue,
-		                which + " is of a pool of this process: allocate from the pool "
-		                        "itself");
-	auto pool = std::make_shared<ImportedPool>();
 	pool->fd = conn.release();
 	pool->pid = static_cast<pid_t>(rp.pid);
 	pool->poolId = rp.poolId;
@@ -542,22 +595,28 @@ npurtError_t importPoolPointer(npurtMemPool_t handle, const npurtMemPoolPtrExpor
 	int fd = -1;
 	{
 		std::lock_guard<std::mutex> lock(pool->mutex);
-		const Request rq{kWireMagic, kSegment, ++pool->seq, d.addr, d.size, d.inode};
+		const Request rq{kWireMagic, kSegment, ++pool->seq, d.addr,
+		                 d.size,     d.inode,  d.segOffset, d.segSize};
 		if (sendWith(pool->fd, &rq, sizeof rq, -1, 0) != sizeof rq)
 			return errno == EAGAIN
 			               ? setError(npurtErrorTimeout,
 			                          std::string(api) + ": the exporting process is "
 			                                             "not reading its requests")
 			               : exporterGone(api, pool->pid);
-		if (npurtError_t err = awaitReply(pool->fd, rq.seq, pool->pid, &rp, &fd, api))
+		if (npurtError_t err =
+		            awaitReply(pool->fd, pool->pidfd, rq.seq, pool->pid, &rp, &fd, api))
 			return err;
 	}
 	FdGuard guard(fd);
-	if (rp.status || fd < 0)
+	if (rp.status)
 		return setError(npurtErrorInvalidValue,
 		                std::string(api) + ": " + hexAddr(d.addr) +
 		                        " is no longer that allocation of the pool in process " +
-		                        std::to_string(d.pid) + " (freed, or the pool destroyed)");
+		                        std::to_string(d.pid) +
+		                        " (freed, or the pool destroyed), or the data was altered");
+	if (fd < 0)
+		return setError(npurtErrorInvalidHandle,
+		                std::string(api) + ": the exporting process sent no memory");
 	npurtIpcMemHandle_t h{};
 	h.fd = fd;
 	h.offset = d.segOffset;
@@ -565,10 +624,9 @@ npurtError_t importPoolPointer(npurtMemPool_t handle, const npurtMemPoolPtrExpor
 	h.pid = 0;  // the descriptor is ours now
 	h.magic = NPURT_IPC_HANDLE_MAGIC;
 	h.inode = d.inode;
-	Importer &im = importer();
-	std::lock_guard<std::mutex> serial(im.serial);
 	if (npurtError_t err = ctx->ipcOpen(h, ptr, api))
 		return err;
+	Importer &im = importer();
 	std::lock_guard<std::mutex> lock(im.mutex);
 	auto [it, fresh] = im.ptrs.try_emplace(addrOf(*ptr), Importer::Ptr{ctx, 0});
 	it->second.count++;
@@ -592,9 +650,8 @@ npurtError_t destroyImportedPool(npurtMemPool_t handle, const char *api)
 bool freeImportedPointer(uint64_t addr, npurtError_t *err)
 {
 	Context *ctx = nullptr;
-	Importer &im = importer();
-	std::lock_guard<std::mutex> serial(im.serial);
 	{
+		Importer &im = importer();
 		std::lock_guard<std::mutex> lock(im.mutex);
 		auto it = im.ptrs.find(addr);
 		if (it == im.ptrs.end())

@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -187,19 +186,20 @@ TEST_F(PoolIpc, ChildSide)
 
 	// Threads import and free at once over the one connection.
 	std::vector<std::thread> threads;
-	std::atomic<int> failures{0};
+	std::vector<std::string> failures(4);
 	for (int t = 0; t < 4; t++)
-		threads.emplace_back([&] {
-			for (int i = 0; i < 10; i++) {
+		threads.emplace_back([&, t] {
+			for (int i = 0; i < 10 && failures[t].empty(); i++) {
 				void *p = nullptr;
 				if (npurtMemPoolImportPointer(&p, pool, i % 2 ? &e.a : &e.b) ||
 				    npurtFree(p))
-					failures++;
+					failures[t] = lastMessage();
 			}
 		});
 	for (auto &t : threads)
 		t.join();
-	EXPECT_EQ(failures.load(), 0) << lastMessage();
+	for (const std::string &f : failures)
+		EXPECT_EQ(f, "");
 
 	void *b = nullptr;
 	ASSERT_EQ(npurtMemPoolImportPointer(&b, pool, &e.b), npurtSuccess) << lastMessage();
@@ -209,7 +209,7 @@ TEST_F(PoolIpc, ChildSide)
 
 	void *p = nullptr;
 	EXPECT_EQ(npurtMemPoolImportPointer(&p, pool, &e.stale), npurtErrorInvalidValue);
-	EXPECT_TRUE(contains(lastMessage(), "freed")) << lastMessage();
+	EXPECT_TRUE(contains(lastMessage(), "no longer that allocation")) << lastMessage();
 	Exported forged = e;
 	forged.a.reserved[0] ^= 1;
 	EXPECT_EQ(npurtMemPoolImportPointer(&p, pool, &forged.a), npurtErrorInvalidValue);
@@ -218,6 +218,10 @@ TEST_F(PoolIpc, ChildSide)
 	forged.a.reserved[8] ^= 1;  // the pool's identity
 	EXPECT_EQ(npurtMemPoolImportPointer(&p, pool, &forged.a), npurtErrorInvalidValue);
 	EXPECT_TRUE(contains(lastMessage(), "another pool")) << lastMessage();
+	forged = e;
+	forged.a.reserved[32] ^= 64;  // the offset in the segment: in range, wrong
+	EXPECT_EQ(npurtMemPoolImportPointer(&p, pool, &forged.a), npurtErrorInvalidValue);
+	EXPECT_TRUE(contains(lastMessage(), "altered")) << lastMessage();
 	EXPECT_EQ(npurtMemPoolImportPointer(nullptr, pool, &e.a), npurtErrorInvalidValue);
 	EXPECT_EQ(npurtMemPoolImportPointer(&p, pool, nullptr), npurtErrorInvalidValue);
 
@@ -266,6 +270,14 @@ TEST_F(PoolIpc, ShareAcrossProcesses)
 	                                              npurtMemHandleTypePosixFileDescriptor, 0),
 	          npurtSuccess)
 	        << lastMessage();
+	// Holders of the handle that send nothing, or junk with a descriptor,
+	// do not end it for the others.
+	ASSERT_EQ(send(fd, "", 0, 0), 0);
+	int junk[2];
+	ASSERT_EQ(pipe(junk), 0);
+	ASSERT_EQ(npurt_test::sendFd(fd, junk[0], "junk", 4), 0);
+	close(junk[0]);
+	close(junk[1]);
 	withChild("import", [&](int sock) {
 		ASSERT_EQ(npurt_test::sendFd(sock, fd, &e, sizeof e), 0);
 		char done = 0;

@@ -226,6 +226,9 @@ npurtError_t npurtDeviceGetAttribute(int *value, npurtDeviceAttr attr, int devic
 		case npurtDevAttrMemoryPoolsSupported:
 			*value = p.memoryPoolsSupported;
 			break;
+		case npurtDevAttrMemoryPoolSupportedHandleTypes:
+			*value = static_cast<int>(p.memoryPoolSupportedHandleTypes);
+			break;
 		default:
 			return npurt::setError(npurtErrorInvalidValue,
 			                       "npurtDeviceGetAttribute: attribute " +

@@ -167,6 +167,7 @@ npurtError_t Runtime::discover()
 		p.streamPrioritiesSupported = 1;
 		p.hostRegisterSupported = 1;
 		p.memoryPoolsSupported = 1;  // npurtMallocAsync, npurtMemPool*
+		p.memoryPoolSupportedHandleTypes = npurtMemHandleTypePosixFileDescriptor;
 		// Managed memory is host memory the NPU uses in place, coherently.
 		p.managedMemory = 1;
 		p.concurrentManagedAccess = 1;

@@ -104,6 +104,9 @@ int main()
 	}
 	close(sv[1]);
 
+	int handleTypes = 0;
+	CHECK(cudaDeviceGetAttribute(&handleTypes, cudaDevAttrMemoryPoolSupportedHandleTypes, 0));
+	EXPECT(handleTypes & cudaMemHandleTypePosixFileDescriptor);
 	cudaMemPoolProps props = {};
 	props.allocType = cudaMemAllocationTypePinned;
 	props.handleTypes = cudaMemHandleTypePosixFileDescriptor;

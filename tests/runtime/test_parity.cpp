@@ -72,6 +72,7 @@ TEST_F(Parity, DeviceAttributesMatchTheProperties)
 	        {npurtDevAttrManagedMemory, 1},
 	        {npurtDevAttrConcurrentManagedAccess, 1},
 	        {npurtDevAttrMemoryPoolsSupported, 1},
+	        {npurtDevAttrMemoryPoolSupportedHandleTypes, npurtMemHandleTypePosixFileDescriptor},
 	};
 	for (const auto &a : attrs) {
 		int v = -7;

@@ -122,7 +122,10 @@ typedef struct npurtDeviceProp {
 	 * "" when this process cannot see it (debugfs not mounted, not root). */
 	char debugfsPath[64];
 	int concurrentManagedAccess; /* 1: host and NPU may use managed memory at once */
-	unsigned char reserved[104]; /* zero; room to grow the ABI */
+	/* npurtMemHandleTypePosixFileDescriptor: pools may be shared between
+	 * processes (npurtMemPoolExportToShareableHandle) */
+	unsigned int memoryPoolSupportedHandleTypes;
+	unsigned char reserved[100]; /* zero; room to grow the ABI */
 } npurtDeviceProp;
 
 #define npurtComputeModeDefault 0
@@ -151,7 +154,8 @@ typedef enum npurtDeviceAttr {
 	npurtDevAttrIsMultiGpuBoard = 84,
 	npurtDevAttrConcurrentManagedAccess = 89,
 	npurtDevAttrHostRegisterSupported = 99,
-	npurtDevAttrMemoryPoolsSupported = 115
+	npurtDevAttrMemoryPoolsSupported = 115,
+	npurtDevAttrMemoryPoolSupportedHandleTypes = 119
 } npurtDeviceAttr;
 
 #define npurtDeviceCapEmulated (1ULL << 0)

@@ -1,9 +1,12 @@
 """NPU tensors through torch.multiprocessing: shared, not copied, as CUDA
 tensors are. The other process is conftest's helper (ipc_child), which
 runs the functions sent to it over torch.multiprocessing queues."""
+import multiprocessing.connection
 import os
 import pickle
+import secrets
 import socket
+import struct
 import subprocess
 import threading
 from multiprocessing.reduction import ForkingPickler
@@ -359,3 +362,72 @@ def test_the_broker_passes_only_what_was_shared(dev):
     finally:
         fetch.close()
     assert fn(*args).data_ptr() == t.data_ptr(), "the same-process receive balances the share"
+
+
+def _shared_counter(t):
+    """A share of t through torch.multiprocessing, its counter file's
+    descriptor (one the broker may pass) and its broker's address."""
+    fn, args = _reductions._reduce_tensor_forking(t)
+    shared = args[-1]
+    return fn, args, shared[2][1], shared[4]
+
+
+def test_a_client_without_the_key_gets_nothing(dev):
+    t = torch.ones(16, device=dev)
+    fn, args, counter_fd, address = _shared_counter(t)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(address)
+        conn = multiprocessing.connection.Connection(os.dup(s.fileno()))
+    try:
+        with pytest.raises(multiprocessing.AuthenticationError):
+            multiprocessing.connection.answer_challenge(conn, b"not the family's key" * 2)
+        # Asking anyway: the broker hung up without passing anything.
+        with pytest.raises((EOFError, OSError)):
+            conn.send_bytes(struct.pack("i", counter_fd))
+            conn.recv_bytes()
+    finally:
+        conn.close()
+    assert fn(*args).data_ptr() == t.data_ptr(), "the same-process receive balances the share"
+
+
+def test_a_broker_address_held_by_another_process_is_refused():
+    # Abstract names are every user's: this process binds one that names
+    # process 1 as the sender, as a process that took a dead sender's name
+    # (or relays another broker) would.
+    address = "\0torch_npurt-ipc-1-%s" % secrets.token_hex(8)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as impostor:
+        impostor.bind(address)
+        impostor.listen(1)
+        fetch = _reductions._Fetch(address)
+        try:
+            with pytest.raises(RuntimeError,
+                               match="held by process %d, not by process 1" % os.getpid()):
+                fetch(3)
+        finally:
+            fetch.close()
+
+
+def test_the_broker_works_under_a_default_socket_timeout(dev):
+    # socket.setdefaulttimeout() makes new sockets non-blocking; the
+    # broker's and the receiver's Connections read their descriptors.
+    t = torch.ones(16, device=dev)
+    fn, args, counter_fd, _ = _shared_counter(t)
+    old = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(0.5)
+    try:
+        broker = _reductions._Broker()
+        fetch = _reductions._Fetch(broker.address)
+        try:
+            for _ in range(2):
+                local = fetch(counter_fd)
+                try:
+                    assert os.path.samestat(os.fstat(local), os.fstat(counter_fd))
+                    assert not os.get_inheritable(local)
+                finally:
+                    os.close(local)
+        finally:
+            fetch.close()
+            broker.close()
+    finally:
+        socket.setdefaulttimeout(old)
+    assert fn(*args).data_ptr() == t.data_ptr()

@@ -49,17 +49,31 @@ _torch_reduce_tensor = _torch_reductions.reduce_tensor
 _torch_reduce_storage = _torch_reductions.reduce_storage
 
 
-# How long either end of a broker's connection waits for the other.
+# How long either end of a broker's connection waits for the other: for
+# the challenge, and for each request after it.
+_BROKER_HANDSHAKE_TIMEOUT = 10
 _BROKER_TIMEOUT = 120
+# Connections a broker serves at once (more are closed: a local process
+# that opens many and stays silent costs it this many descriptors at most).
+_BROKER_CLIENTS = 64
 
 
-def _set_timeout(sock):
-    """A kernel timeout on the socket's reads (Connection reads its
-    descriptor directly: a Python socket timeout would not apply)."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
-                    struct.pack("ll", _BROKER_TIMEOUT, 0))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
-                    struct.pack("ll", _BROKER_TIMEOUT, 0))
+def _set_timeout(sock, seconds=_BROKER_TIMEOUT):
+    """Blocking, with a kernel timeout on reads and writes: Connection uses
+    the descriptor directly, so neither a Python socket timeout nor
+    socket.setdefaulttimeout() (which would leave it non-blocking) may
+    apply."""
+    sock.setblocking(True)
+    limit = struct.pack("ll", seconds, 0)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
+
+
+def _raw(conn):
+    """A socket over a Connection's descriptor (a duplicate), blocking."""
+    s = socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM)
+    s.setblocking(True)
+    return s
 
 
 def _authkey():
@@ -69,19 +83,30 @@ def _authkey():
 class _Broker:
     """This process's end: passes the descriptors its shares named (and
     only those, while they name the same files) to a process that proves it
-    holds the multiprocessing family's authkey. One thread per connection:
-    a client that stalls holds only its own."""
+    holds the multiprocessing family's authkey. One thread per connection,
+    _BROKER_CLIENTS at most: a client that stalls holds only its own."""
 
     def __init__(self):
         self.pid = os.getpid()
         # Abstract: no file to clean up, and reachable by a receiver of
-        # another user (the authkey is the check).
+        # another user (the authkey is the check; the receiver checks the
+        # socket is this process's).
         self.address = "\0torch_npurt-ipc-%d-%s" % (self.pid, secrets.token_hex(8))
+        self._slots = threading.BoundedSemaphore(_BROKER_CLIENTS)
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._socket.setblocking(True)
         self._socket.bind(self.address)
         self._socket.listen(64)
         threading.Thread(target=self._accept, name="torch_npurt-ipc-broker",
                          daemon=True).start()
+
+    def close(self):
+        """Stops serving (the accept loop ends)."""
+        try:
+            self._socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._socket.close()
 
     def _accept(self):
         while True:
@@ -96,12 +121,25 @@ class _Broker:
                 # turn once some are back, not a busy loop meanwhile.
                 time.sleep(0.1)
                 continue
-            threading.Thread(target=self._answer, args=(sock,), daemon=True).start()
+            if not self._slots.acquire(blocking=False):
+                sock.close()
+                continue
+            try:
+                threading.Thread(target=self._answer, args=(sock,), daemon=True).start()
+            except RuntimeError:  # no thread to be had now
+                sock.close()
+                self._slots.release()
+
+    def _answer(self, sock):
+        try:
+            self._serve(sock)
+        finally:
+            self._slots.release()
 
     @staticmethod
-    def _answer(sock):
+    def _serve(sock):
         try:
-            _set_timeout(sock)
+            _set_timeout(sock, _BROKER_HANDSHAKE_TIMEOUT)
             conn = multiprocessing.connection.Connection(sock.detach())
         except OSError:
             sock.close()
@@ -110,20 +148,43 @@ class _Broker:
             key = _authkey()
             multiprocessing.connection.deliver_challenge(conn, key)
             multiprocessing.connection.answer_challenge(conn, key)
-            while True:
-                request = conn.recv_bytes(16)
-                if len(request) != 4:
-                    return
-                fd, = struct.unpack("i", request)
-                if not _C._ipc_may_serve(fd):
-                    conn.send_bytes(b"refused")
-                    continue
-                conn.send_bytes(b"ok")
-                multiprocessing.reduction.send_handle(conn, fd, None)
+            with _raw(conn) as raw:
+                _set_timeout(raw)
+                while True:
+                    request = conn.recv_bytes(16)
+                    if len(request) != 4:
+                        return
+                    fd, = struct.unpack("i", request)
+                    local = _Broker._take(fd)
+                    if local is None:
+                        conn.send_bytes(b"refused")
+                        continue
+                    try:
+                        conn.send_bytes(b"ok")
+                        socket.send_fds(raw, [b"\x01"], [local])
+                    finally:
+                        os.close(local)
         except (OSError, EOFError, multiprocessing.AuthenticationError):
             pass  # the client went, stalled or failed the challenge
         finally:
             conn.close()
+
+    @staticmethod
+    def _take(fd):
+        """A duplicate of fd if it names a file a share named, else None.
+        Duplicated first and compared: a free may close fd and the number
+        name another file meanwhile."""
+        try:
+            local = os.dup(fd)
+        except OSError:
+            return None
+        try:
+            if os.path.samestat(os.fstat(local), os.fstat(fd)) and _C._ipc_may_serve(fd):
+                return local
+        except OSError:
+            pass
+        os.close(local)
+        return None
 
 
 _broker = None
@@ -138,6 +199,22 @@ def _broker_address():
         if _broker is None or _broker.pid != os.getpid():
             _broker = _Broker()
         return _broker.address
+
+
+def _forget_broker_in_child():
+    # The parent's listening socket has no thread here; the lock may have
+    # been held by another of the parent's threads at the fork.
+    global _broker, _broker_lock
+    _broker_lock = threading.Lock()
+    if _broker is not None:
+        try:
+            _broker._socket.close()
+        except OSError:
+            pass
+        _broker = None
+
+
+os.register_at_fork(after_in_child=_forget_broker_in_child)
 
 
 class _Fetch:
@@ -155,21 +232,44 @@ class _Fetch:
             self._conn.send_bytes(struct.pack("i", fd))
             if self._conn.recv_bytes(16) != b"ok":
                 raise RuntimeError("receiving from another process: it refused to pass "
-                                   "descriptor %d (not one it shared)" % fd)
-            local = multiprocessing.reduction.recv_handle(self._conn)
-            os.set_inheritable(local, False)
-            return local
+                                   "descriptor %d (not one it shared, or freed since)" % fd)
+            with _raw(self._conn) as raw:
+                # recvmsg itself: socket.recv_fds drops its flags argument.
+                _, ancillary, flags, _ = raw.recvmsg(1, socket.CMSG_SPACE(4),
+                                                     socket.MSG_CMSG_CLOEXEC)
+            fds = []
+            for level, kind, data in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    count = len(data) // 4
+                    fds += struct.unpack("%di" % count, data[:count * 4])
+            if len(fds) != 1 or flags & socket.MSG_CTRUNC:
+                for f in fds:
+                    os.close(f)
+                raise RuntimeError("receiving from another process: its broker sent no "
+                                   "descriptor for %d" % fd)
+            return fds[0]
         except (OSError, EOFError, multiprocessing.AuthenticationError) as e:
+            reason = "no answer within %d s" % _BROKER_TIMEOUT if isinstance(
+                e, BlockingIOError) else "%s: %s" % (type(e).__name__, e)
             raise RuntimeError("receiving from another process: asking it for its "
-                               "descriptors failed (%s: %s); it may have exited, or "
-                               "not be of this multiprocessing family"
-                               % (type(e).__name__, e)) from e
+                               "descriptors failed (%s); it may have exited, or "
+                               "not be of this multiprocessing family" % reason) from e
 
     def _connect(self):
+        sender = int(self._address.split("-")[2])
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            _set_timeout(sock)
+            _set_timeout(sock, _BROKER_HANDSHAKE_TIMEOUT)
             sock.connect(self._address)
+            # Abstract names are visible to every user: one that bound the
+            # name of a sender gone (or relays another broker) is not the
+            # sender.
+            peer = struct.unpack("3i", sock.getsockopt(
+                socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+            if peer != sender:
+                raise RuntimeError("receiving from another process: its broker's address "
+                                   "is held by process %d, not by process %d that shared "
+                                   "the tensor" % (peer, sender))
             conn = multiprocessing.connection.Connection(sock.detach())
         finally:
             sock.close()
@@ -177,6 +277,8 @@ class _Fetch:
             key = _authkey()
             multiprocessing.connection.answer_challenge(conn, key)
             multiprocessing.connection.deliver_challenge(conn, key)
+            with _raw(conn) as raw:
+                _set_timeout(raw)
         except BaseException:
             conn.close()
             raise

@@ -114,9 +114,6 @@ npurtError_t npurtFreeAsync(void *devPtr, npurtStream_t stream)
 		}
 		if (npurt::isGraphMemory(devPtr))
 			return npurtSuccess;  // lives as long as its graph (see npurtFree)
-		npurtError_t importErr = npurtSuccess;
-		if (npurt::freeImportedPointer(addrOf(devPtr), &importErr))
-			return importErr;  // waits for the context's queued work
 		Context &ctx = s->ctx();
 		const uint64_t addr = addrOf(devPtr);
 		uint64_t base = 0;
@@ -127,6 +124,9 @@ npurtError_t npurtFreeAsync(void *devPtr, npurtStream_t stream)
 			alloc = &ctx.pool();
 		else if ((pool = npurt::findPoolMemory(ctx, addr, &base, &size)))
 			alloc = &pool->allocator();
+		npurtError_t importErr = npurtSuccess;
+		if (!alloc && npurt::freeImportedPointer(addr, &importErr))
+			return importErr;  // waits for the context's queued work
 		if (!alloc) {
 			Context *owner =
 			        Runtime::instance().findDeviceMemory(addr, &ctx, &base, &size);

@@ -1106,6 +1106,17 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m)
 	m.fallback(torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
 }
 
+#if !NPU_TORCH_AT_LEAST(2, 0)
+// torch 1.13 lets ops with no autograd kernel fall through the autograd
+// keys of CPU, CUDA and the other named backends, not PrivateUse1's:
+// c10d's collectives (which DDP's C++ reaches through the dispatcher)
+// stopped there on NPU tensors. torch 2.x registers this itself.
+TORCH_LIBRARY_IMPL(_, AutogradPrivateUse1, m)
+{
+	m.fallback(torch::CppFunction::makeFallthrough());
+}
+#endif
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 {
 	m.impl("record_stream", TORCH_FN(record_stream));

@@ -58,6 +58,9 @@ for _name in npu._SUBMODULE_NAMES:
 _patches.install_common()
 _serialization.install()
 _reductions.install()
+if torch.distributed.is_available():
+    from . import _distributed
+    _distributed.install()
 _C._set_internal_prefixes([os.path.dirname(torch.__file__) + os.sep,
                            os.path.dirname(__file__) + os.sep])
 if os.environ.get("NPURT_TORCH_CALL_SITES", "") == "0":

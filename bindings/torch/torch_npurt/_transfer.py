@@ -29,8 +29,9 @@ While applied:
 Not translated, so it still means CUDA: ``torch.device("cuda")`` itself (a
 tensor's ``device.type`` is ``"npu"``: compare types, not devices), C++
 extensions, ``torch.cuda``'s names the NPU has no counterpart for (NVTX,
-NCCL, jiterator, ``torch.backends.cuda``), ``init_process_group("nccl")``
-(there is no NPU collective backend), ``device="cuda"`` inside TorchScript.
+NCCL's own module ``torch.cuda.nccl``, jiterator, ``torch.backends.cuda``),
+``device="cuda"`` inside TorchScript. ``init_process_group("nccl")`` and
+``new_group(backend="nccl")`` make hccl groups (``_distributed``).
 
 ``apply()`` is idempotent; ``restore()`` undoes everything it did (for
 tests; a script applies it once, at the top).
@@ -311,6 +312,35 @@ def _data_parallel_init(fn):
     return __init__
 
 
+def _nccl_backend(fn):
+    """init_process_group / new_group with NCCL named: the NPUs' backend,
+    hccl (`"nccl"`, and `"cuda:nccl"` in torch 2.x's per-device form).
+    `device_id` (torch 2.x's eager connection of one CUDA device) is
+    dropped: hccl connects when it is made."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        args = list(args)
+        if args and isinstance(args[0], str):
+            args[0] = _hccl_spelling(args[0])
+        elif isinstance(kwargs.get("backend"), str):
+            kwargs["backend"] = _hccl_spelling(kwargs["backend"])
+        kwargs.pop("device_id", None)
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def _hccl_spelling(backend):
+    parts = []
+    for part in backend.split(","):
+        dev, sep, name = part.rpartition(":")
+        if name.strip().lower() == "nccl":
+            name = "hccl"
+            if dev.strip() == "cuda":
+                dev = npu._DEVICE_TYPE
+        parts.append(dev + sep + name)
+    return ",".join(parts)
+
+
 def _is_cuda(self):
     """Tensor.is_cuda: True for an NPU tensor when user code asks (scripts
     test it before CUDA-only steps), its real value when torch's own code
@@ -370,3 +400,9 @@ def apply():
     from torch.utils.data import dataloader as dl
     _set(dl.DataLoader, "__init__", _translating(dl.DataLoader.__init__,
                                                  kw=("pin_memory_device",)))
+    if torch.distributed.is_available():
+        import torch.distributed.distributed_c10d as c10d
+        for name in ("init_process_group", "new_group"):
+            wrapped = _nccl_backend(getattr(c10d, name))
+            _set(torch.distributed, name, wrapped)
+            _set(c10d, name, wrapped)

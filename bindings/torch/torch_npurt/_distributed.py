@@ -1,0 +1,423 @@
+"""torch.distributed on NPU tensors: the ``hccl`` backend (torch_npu's name).
+
+``init_process_group("hccl")`` (or ``backend=None`` on torch >= 2.2, which
+picks it for NPU tensors) gives a process group whose collectives take NPU
+and CPU tensors, so ``DistributedDataParallel``, ``all_reduce``,
+``all_gather_into_tensor``, ``send``/``recv`` and the object collectives run
+as they do with NCCL on CUDA.
+
+The transport is gloo's (TCP; ``GLOO_SOCKET_IFNAME`` as for gloo), over
+host memory: an NPU operand is copied to the host on the current stream
+(which orders it after the work queued there, as NCCL's stream does), the
+host collective runs, and the results are copied back on the current
+stream. gloo does the same with CUDA tensors. A collective returns once it
+is complete: ``async_op=True`` gives a finished work, whose future holds
+the NPU tensors. There is no device-to-device transport (the NPUs of one
+host could share memory through libnpurt's IPC; not done).
+
+Reductions: gloo's (SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR) and AVG
+(NCCL's, for floating types: a SUM divided by the group's size).
+PREMUL_SUM and operand lists of more than one tensor per rank (NCCL's
+multi-device form) are refused with a RuntimeError.
+"""
+
+import functools
+import inspect
+
+import torch
+import torch.distributed as dist
+
+from . import npu
+
+BACKEND = "hccl"
+
+# ProcessGroup and Work are Python-subclassable through their pybind
+# trampolines (torch 1.13 and 2.x alike); a process group made by a
+# backend's creator that is a ProcessGroup is used as the group itself.
+_c10d = torch._C._distributed_c10d
+_ProcessGroup = _c10d.ProcessGroup
+_Work = _c10d.Work
+
+
+def _is_npu(t):
+    return t.device.type == npu._DEVICE_TYPE
+
+
+def _npu_devices(tensors):
+    return sorted({t.device for t in tensors if _is_npu(t)}, key=lambda d: d.index)
+
+
+def _flat(values):
+    """The tensors of an argument: a tensor, a list, or a list of lists."""
+    if isinstance(values, torch.Tensor):
+        return [values]
+    out = []
+    for v in values:
+        out.extend(_flat(v))
+    return out
+
+
+def _completed_future(result):
+    """A future holding ``result``; with NPU tensors it carries their
+    devices, so a wait orders the waiter's streams after the copies back."""
+    devices = _npu_devices(_flat(result))
+    fut = torch.futures.Future(devices=devices) if devices else torch.futures.Future()
+    fut.set_result(result)
+    return fut
+
+
+def _finished(result):
+    """The work of a collective that is complete: a C++ work over a
+    completed future. Not a Python Work: C++ callers (DDP's reducer, its
+    parameter checks) keep the work after Python let go of it, and pybind's
+    trampoline then has no Python object to call, so the base class's
+    wait() would wait forever."""
+    return _c10d._create_work_from_future(_completed_future(result))
+
+
+class _Pending(_Work):
+    """A send or receive under way: gloo's work, whose staged result wait()
+    copies back. Point-to-point operations must not complete in the call:
+    two ranks that each isend() a large tensor before their irecv() would
+    wait for each other. Only Python calls them (dist.send/recv/isend/irecv,
+    batch_isend_irecv), which hold the work they wait on."""
+
+    def __init__(self, work, stage, result, source_rank=-1):
+        super().__init__()
+        self._work = work
+        self._stage = stage
+        self._result = result
+        self._source = source_rank
+        self._future = None
+
+    def wait(self, timeout=None):
+        if self._work is not None:
+            if timeout is None:
+                self._work.wait()
+            else:
+                self._work.wait(timeout)
+            self._stage.finish()
+            if self._source < 0:
+                self._source = self._work._source_rank()
+            self._work = None
+        return True
+
+    def is_completed(self):
+        if self._work is not None and self._work.is_completed():
+            self.wait()
+        return self._work is None
+
+    def is_success(self):
+        return self.is_completed()
+
+    def exception(self):
+        return None
+
+    def result(self):
+        self.wait()
+        return self._result
+
+    def synchronize(self):
+        self.wait()
+
+    def get_future(self):
+        self.wait()
+        if self._future is None:
+            self._future = _completed_future(self._result)
+        return self._future
+
+    def _source_rank(self):
+        self.wait()
+        return self._source
+
+    def source_rank(self):
+        return self._source_rank()
+
+
+class _Staging:
+    """Host copies of a collective's NPU operands, and the copies back of
+    the ones it writes."""
+
+    def __init__(self):
+        self._back = []
+
+    def host(self, t, write=False, read=True):
+        """The host tensor gloo works on for ``t``: ``t`` itself on the CPU;
+        for an NPU tensor a contiguous copy (``read``) or an empty one, copied
+        back into ``t`` by finish() when ``write``."""
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"expected a tensor, got {type(t).__name__}")
+        if not _is_npu(t):
+            return t
+        h = torch.empty(t.shape, dtype=t.dtype)
+        if read:
+            h.copy_(t)
+        if write:
+            self._back.append((t, h))
+        return h
+
+    def hosts(self, ts, write=False, read=True):
+        return [self.host(t, write, read) for t in ts]
+
+    def finish(self):
+        for t, h in self._back:
+            t.copy_(h)
+        self._back = []
+
+
+def _one(tensors, what):
+    """NCCL's multi-device form (several tensors per rank) is gone from
+    torch 2.x; torch 1.13's callers pass one."""
+    if len(tensors) != 1:
+        raise RuntimeError(f"hccl {what}: one tensor per rank, got {len(tensors)}")
+    return tensors[0]
+
+
+class ProcessGroupHCCL(_ProcessGroup):
+    """The group ``init_process_group("hccl")`` makes (see the module)."""
+
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        self._gloo = _c10d.ProcessGroupGloo(store, rank, size, timeout)
+        self._timeout = timeout
+
+    def getBackendName(self):
+        return BACKEND
+
+    def name(self):
+        return BACKEND
+
+    # -- helpers
+
+    def _reduce_op(self, op, tensors, what):
+        """gloo's op for ``op``, and whether the result is then divided by the
+        group's size (AVG)."""
+        if op == dist.ReduceOp.AVG:
+            for t in tensors:
+                if not t.is_floating_point():
+                    raise RuntimeError(f"hccl {what}: ReduceOp.AVG takes floating point "
+                                       f"tensors, got {t.dtype}")
+            return dist.ReduceOp.SUM, True
+        if hasattr(dist.ReduceOp, "PREMUL_SUM") and op == dist.ReduceOp.PREMUL_SUM:
+            raise RuntimeError(f"hccl {what}: ReduceOp.PREMUL_SUM is not supported")
+        return op, False
+
+    def _allreduce_host(self, hosts, op, what):
+        gloo_op, average = self._reduce_op(op, hosts, what)
+        opts = _c10d.AllreduceOptions()
+        opts.reduceOp = gloo_op
+        self._gloo.allreduce(hosts, opts).wait()
+        if average:
+            for h in hosts:
+                h.div_(self.size())
+
+    def _check_whole(self, whole, whole_name, part, part_name, what):
+        """``whole`` must hold the group's size times ``part``'s elements, of
+        ``part``'s dtype (checked on each rank before anything is sent)."""
+        if whole.numel() != part.numel() * self.size():
+            raise RuntimeError(f"hccl {what}: the {whole_name} has {whole.numel()} elements, "
+                               f"not the {part_name}'s {part.numel()} times the group's size "
+                               f"{self.size()}")
+        if whole.dtype != part.dtype:
+            raise RuntimeError(f"hccl {what}: the {whole_name}'s dtype {whole.dtype} is not "
+                               f"the {part_name}'s {part.dtype}")
+
+    # -- collectives (each returns a finished work)
+
+    def broadcast(self, tensors, opts):
+        stage = _Staging()
+        root = opts.rootRank == self.rank()
+        hosts = stage.hosts(tensors, write=not root, read=root)
+        self._gloo.broadcast(hosts, opts).wait()
+        stage.finish()
+        return _finished(tensors)
+
+    def allreduce(self, tensors, opts):
+        stage = _Staging()
+        self._allreduce_host(stage.hosts(tensors, write=True), opts.reduceOp, "allreduce")
+        stage.finish()
+        return _finished(tensors)
+
+    def allreduce_coalesced(self, tensors, opts):
+        stage = _Staging()
+        hosts = stage.hosts(tensors, write=True)
+        for h in hosts:
+            self._allreduce_host([h], opts.reduceOp, "allreduce_coalesced")
+        stage.finish()
+        return _finished(tensors)
+
+    def reduce(self, tensors, opts):
+        stage = _Staging()
+        gloo_op, average = self._reduce_op(opts.reduceOp, tensors, "reduce")
+        root = opts.rootRank == self.rank()
+        hosts = stage.hosts(tensors, write=root)
+        ropts = _c10d.ReduceOptions()
+        ropts.reduceOp = gloo_op
+        ropts.rootRank = opts.rootRank
+        ropts.rootTensor = opts.rootTensor
+        self._gloo.reduce(hosts, ropts).wait()
+        if average and root:
+            for h in hosts:
+                h.div_(self.size())
+        stage.finish()
+        return _finished(tensors)
+
+    def allgather(self, output_lists, inputs, opts=None):
+        stage = _Staging()
+        outs = [stage.hosts(o, write=True, read=False) for o in output_lists]
+        self._gloo.allgather(outs, stage.hosts(inputs), _c10d.AllgatherOptions()).wait()
+        stage.finish()
+        return _finished(output_lists)
+
+    def allgather_coalesced(self, output_lists, inputs, opts=None):
+        for outs, t in zip(output_lists, inputs):
+            self.allgather([outs], [t])
+        return _finished(output_lists)
+
+    def _allgather_base(self, output, input, opts=None):
+        self._check_whole(output, "output", input, "input", "all_gather_into_tensor")
+        stage = _Staging()
+        out = stage.host(output, write=True, read=False)
+        chunks = list(out.view(self.size(), -1).unbind(0))
+        inp = stage.host(input).reshape(-1)
+        self._gloo.allgather([chunks], [inp], _c10d.AllgatherOptions()).wait()
+        stage.finish()
+        return _finished([output])
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self._allgather_base(o, i)
+        return _finished(outputs)
+
+    def gather(self, output_lists, inputs, opts):
+        stage = _Staging()
+        outs = [stage.hosts(o, write=True, read=False) for o in output_lists]
+        self._gloo.gather(outs, stage.hosts(inputs), opts).wait()
+        stage.finish()
+        return _finished(output_lists)
+
+    def scatter(self, outputs, input_lists, opts):
+        stage = _Staging()
+        ins = [stage.hosts(i) for i in input_lists]
+        self._gloo.scatter(stage.hosts(outputs, write=True, read=False), ins, opts).wait()
+        stage.finish()
+        return _finished(outputs)
+
+    def _reduce_scatter_flat(self, output, flat, op, what):
+        """Reduces ``flat`` (the group's size times ``output``'s elements) and
+        writes this rank's part to ``output``: gloo has no reduce-scatter in
+        torch 1.13, so every rank reduces the whole and keeps its part."""
+        self._allreduce_host([flat], op, what)
+        n = output.numel()
+        part = flat[self.rank() * n:(self.rank() + 1) * n].view(output.shape)
+        output.copy_(part)
+
+    def reduce_scatter(self, outputs, input_lists, opts):
+        output = _one(outputs, "reduce_scatter")
+        inputs = _one(input_lists, "reduce_scatter")
+        if len(inputs) != self.size():
+            raise RuntimeError(f"hccl reduce_scatter: {len(inputs)} inputs for a group of "
+                               f"{self.size()}")
+        for t in inputs:
+            if t.numel() != output.numel() or t.dtype != output.dtype:
+                raise RuntimeError("hccl reduce_scatter: every input must have the output's "
+                                   "size and dtype")
+        flat = torch.cat([t.detach().reshape(-1).cpu() for t in inputs])
+        self._reduce_scatter_flat(output, flat, opts.reduceOp, "reduce_scatter")
+        return _finished(outputs)
+
+    def _reduce_scatter_base(self, output, input, opts):
+        self._check_whole(input, "input", output, "output", "reduce_scatter_tensor")
+        flat = input.detach().reshape(-1).to("cpu", copy=True)
+        self._reduce_scatter_flat(output, flat, opts.reduceOp, "reduce_scatter_tensor")
+        return _finished([output])
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts):
+        for o, i in zip(outputs, inputs):
+            self._reduce_scatter_base(o, i, opts)
+        return _finished(outputs)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        stage = _Staging()
+        out = stage.host(output, write=True, read=False)
+        self._gloo.alltoall_base(out, stage.host(input), output_split_sizes,
+                                 input_split_sizes, _c10d.AllToAllOptions()).wait()
+        stage.finish()
+        return _finished([output])
+
+    def alltoall(self, outputs, inputs, opts=None):
+        if len(outputs) != self.size() or len(inputs) != self.size():
+            raise RuntimeError(f"hccl all_to_all: {len(outputs)} outputs and {len(inputs)} "
+                               f"inputs for a group of {self.size()}")
+        dtypes = {t.dtype for t in list(outputs) + list(inputs)}
+        if len(dtypes) != 1:
+            raise RuntimeError("hccl all_to_all: the tensors' dtypes differ")
+        flat_in = torch.cat([t.detach().reshape(-1).cpu() for t in inputs])
+        flat_out = torch.empty(sum(t.numel() for t in outputs), dtype=flat_in.dtype)
+        self._gloo.alltoall_base(flat_out, flat_in, [t.numel() for t in outputs],
+                                 [t.numel() for t in inputs], _c10d.AllToAllOptions()).wait()
+        for t, part in zip(outputs, flat_out.split([t.numel() for t in outputs])):
+            t.copy_(part.view(t.shape))
+        return _finished(outputs)
+
+    def barrier(self, opts=None):
+        self._gloo.barrier(_c10d.BarrierOptions()).wait()
+        return _finished([])
+
+    # -- point to point
+
+    def send(self, tensors, dst, tag=0):
+        stage = _Staging()
+        return _Pending(self._gloo.send(stage.hosts(tensors), dst, tag), stage, tensors, dst)
+
+    def recv(self, tensors, src, tag=0):
+        stage = _Staging()
+        hosts = stage.hosts(tensors, write=True, read=False)
+        return _Pending(self._gloo.recv(hosts, src, tag), stage, tensors, src)
+
+    def recv_anysource(self, tensors, tag=0):
+        stage = _Staging()
+        hosts = stage.hosts(tensors, write=True, read=False)
+        return _Pending(self._gloo.recv_anysource(hosts, tag), stage, tensors)
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupHCCL(store, rank, size, timeout)
+
+
+def is_hccl_available():
+    """torch_npu's name: whether init_process_group("hccl") works here."""
+    return dist.is_available() and dist.is_gloo_available()
+
+
+def _ddp_inputs_to_npu(to_kwargs):
+    """torch 1.13's DistributedDataParallel moves its inputs to
+    ``device_ids[0]`` read as a CUDA index, through a CUDA side stream (torch
+    2.x moves them to the module's device type). With no CUDA there, the
+    index is the NPU's: the inputs move to that NPU on its current stream."""
+    from torch.utils._pytree import tree_map
+
+    @functools.wraps(to_kwargs)
+    def wrapper(inputs, kwargs, device_id, use_side_stream_for_tensor_copies):
+        if torch.cuda.is_available() or not isinstance(device_id, int):
+            return to_kwargs(inputs, kwargs, device_id, use_side_stream_for_tensor_copies)
+        dev = npu.torch_device(device_id)
+
+        def move(x):
+            return x.to(dev) if isinstance(x, torch.Tensor) else x
+        # The replicas' form DDP unpacks: one input tuple and one kwargs dict.
+        return (tuple(tree_map(move, tuple(inputs or ()))),), (tree_map(move, dict(kwargs or {})),)
+    return wrapper
+
+
+def install():
+    if not is_hccl_available() or hasattr(dist.Backend, BACKEND.upper()):
+        return
+    if npu._DEVICE_TYPE == "privateuseone":  # torch 1.13
+        from torch.nn.parallel import distributed as ddp
+        ddp._to_kwargs = _ddp_inputs_to_npu(ddp._to_kwargs)
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        # torch >= 2.2: also the default backend for NPU tensors (backend=None).
+        dist.Backend.register_backend(BACKEND, _create, devices=["cpu", npu._DEVICE_TYPE])
+    else:
+        dist.Backend.register_backend(BACKEND, _create)

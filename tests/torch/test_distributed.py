@@ -1,0 +1,86 @@
+"""torch.distributed with the hccl backend (torch_npurt._distributed): two
+ranks, this process (rank 0) and conftest's helper process (rank 1), on
+NPUs 0 and 1, over a TCP store and gloo's transport on the loopback."""
+import pytest
+import torch
+import torch.distributed as dist
+
+import dist_child
+from torch_npurt import npu
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch without distributed")
+
+
+def _both(helper, body, *args):
+    """Runs body on both ranks; returns (rank 0's result, rank 1's)."""
+    store = dist_child.store()
+    ident = helper.send(dist_child.run, 1, store.port, body, *args)
+    try:
+        mine = dist_child.run(0, store, body, *args)
+    finally:
+        theirs = helper.result(ident)
+    return mine, theirs
+
+
+@pytest.mark.no_npu_ok
+def test_the_backend_is_registered():
+    # torch 1.13 spells a plugin's name in capitals.
+    assert dist.Backend("hccl").lower() == "hccl"
+    assert dist.Backend.HCCL.lower() == "hccl"
+    if hasattr(dist.Backend, "default_device_backend_map"):
+        assert dist.Backend.default_device_backend_map.get(npu._DEVICE_TYPE) == "hccl"
+
+
+def test_collectives_on_npu_tensors(ipc_helper):
+    assert _both(ipc_helper, dist_child.collectives) == ("ok", "ok")
+
+
+def test_subgroups(ipc_helper):
+    assert _both(ipc_helper, dist_child.subgroup) == ("ok", "ok")
+
+
+def test_isend_before_irecv_of_large_tensors(ipc_helper):
+    assert _both(ipc_helper, dist_child.exchange_large, 4 << 20) == ("ok", "ok")
+
+
+def test_distributed_data_parallel_trains_as_one_model(ipc_helper):
+    mine, theirs = _both(ipc_helper, dist_child.ddp_training, 3)
+    for p, q in zip(mine, theirs):
+        assert torch.equal(p, q)
+
+
+def test_a_collective_the_peer_never_makes_is_an_error(ipc_helper):
+    """A rank whose peer left the group gets an error (gloo's: the
+    connection closed, or the group's timeout), not a hang."""
+    store = dist_child.store()
+    ident = ipc_helper.send(dist_child.run, 1, store.port, dist_child.join_only)
+    try:
+        with pytest.raises(RuntimeError):
+            dist_child.run(0, store, dist_child.all_reduce_alone)
+    finally:
+        assert ipc_helper.result(ident) == "ok"
+
+
+def test_transfer_to_npu_makes_nccl_groups_hccl(dev):
+    """A CUDA script's init_process_group("nccl") under transfer_to_npu: a
+    group of one rank over a HashStore (no peer needed)."""
+    from torch_npurt import _transfer
+    assert _transfer._hccl_spelling("nccl") == "hccl"
+    assert _transfer._hccl_spelling("cpu:gloo,cuda:nccl") == "cpu:gloo,%s:hccl" % npu._DEVICE_TYPE
+    assert _transfer._hccl_spelling("gloo") == "gloo"
+    _transfer.apply()
+    try:
+        dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            assert dist.get_backend().lower() == "hccl"
+            x = torch.arange(3.0, device=dev)
+            dist.all_reduce(x)
+            assert x.cpu().tolist() == [0.0, 1.0, 2.0]
+            group = dist.new_group([0], backend="nccl")
+            assert dist.get_backend(group).lower() == "hccl"
+        finally:
+            dist.destroy_process_group()
+    finally:
+        _transfer.restore()
+    assert dist.init_process_group.__name__ == "init_process_group"
+    assert not hasattr(dist.init_process_group, "__wrapped__")

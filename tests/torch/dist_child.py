@@ -2,8 +2,13 @@
 rank 1 in the helper process conftest forked (ipc_child.Helper), both
 importing this module. Each body checks its own results (an assertion
 fails the rank that sees it) and returns what the other rank compares."""
+import contextlib
 import copy
 import datetime
+import io
+import os
+import runpy
+import socket
 import time
 
 import torch
@@ -294,3 +299,35 @@ def all_reduce_alone(rank):
     x = torch.ones(1, device=device(rank))
     dist.all_reduce(x)
     return "no error"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_env(rank, world, port):
+    """What torchrun sets for a rank (env:// initialisation)."""
+    return {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port), "USE_LIBUV": "0"}
+
+
+def run_script(path, rank, world, port, started=None):
+    """Runs the script as torchrun's rank `rank` would, in this process;
+    returns its output. `started`: a file made first, which tells rank 0
+    this call arrived (rank 0's TCPStore waits for rank 1 holding the GIL,
+    which the queue's feeder thread that sends this call needs)."""
+    if started:
+        open(started, "w").close()
+    saved = dict(os.environ)
+    os.environ.update(torchrun_env(rank, world, port))
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(path, run_name="__main__")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return out.getvalue()

@@ -1,12 +1,15 @@
 """torch.distributed with the hccl backend (torch_npurt._distributed): two
 ranks, this process (rank 0) and conftest's helper process (rank 1), on
 NPUs 0 and 1, over a TCP store and gloo's transport on the loopback."""
+import os
+import time
+
 import pytest
 import torch
 import torch.distributed as dist
 
 import dist_child
-from torch_npurt import npu
+from torch_npurt import _distributed, npu
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch without distributed")
 
@@ -68,6 +71,7 @@ def test_transfer_to_npu_makes_nccl_groups_hccl(dev):
     assert _transfer._hccl_spelling("nccl") == "hccl"
     assert _transfer._hccl_spelling("cpu:gloo,cuda:nccl") == "cpu:gloo,%s:hccl" % npu._DEVICE_TYPE
     assert _transfer._hccl_spelling("gloo") == "gloo"
+    torch_init, torch_new_group = dist.init_process_group, dist.new_group
     _transfer.apply()
     try:
         dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
@@ -82,5 +86,37 @@ def test_transfer_to_npu_makes_nccl_groups_hccl(dev):
             dist.destroy_process_group()
     finally:
         _transfer.restore()
-    assert dist.init_process_group.__name__ == "init_process_group"
-    assert not hasattr(dist.init_process_group, "__wrapped__")
+    assert dist.init_process_group is torch_init and dist.new_group is torch_new_group
+    assert dist.distributed_c10d.init_process_group is torch_init
+
+
+def test_the_ddp_example_under_torchrun_s_environment(ipc_helper, tmp_path):
+    """examples/torch/ddp.py as `torchrun --nproc_per_node=2` runs it
+    (env:// initialisation): rank 1 in the helper."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                          "examples", "torch", "ddp.py")
+    port = dist_child.free_port()
+    started = str(tmp_path / "rank1")
+    ident = ipc_helper.send(dist_child.run_script, script, 1, 2, port, started)
+    try:
+        while not os.path.exists(started):
+            time.sleep(0.01)
+        out = dist_child.run_script(script, 0, 2, port)
+    finally:
+        assert ipc_helper.result(ident) == ""  # only rank 0 prints
+    assert "ranks: 2," in out and "decreasing: True" in out, out
+    assert "parameters equal on every rank: True" in out, out
+
+
+@pytest.mark.skipif(not hasattr(dist.Backend, "default_device_backend_map"),
+                    reason="torch < 2.2 picks no backend by device")
+def test_no_backend_named_is_hccl_for_npus(dev):
+    dist.init_process_group(store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        x = torch.ones(2, device=dev)
+        dist.all_reduce(x)
+        assert x.cpu().tolist() == [1.0, 1.0]
+        assert isinstance(dist.distributed_c10d._get_default_group(),
+                          _distributed.ProcessGroupHCCL)
+    finally:
+        dist.destroy_process_group()

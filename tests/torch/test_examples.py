@@ -11,6 +11,8 @@ import torch
 import torch_npurt
 from torch_npurt import _transfer, npu
 
+import dist_child
+
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                         "examples", "torch")
 
@@ -23,6 +25,7 @@ EXPECT = {
     "transfers.py": ["传输完成：True"],
     "pinned_memory.py": ["Pinned：True，传输正确：True"],
     "oom.py": ["NPU内存不足"],
+    "ddp.py": ["ranks: 1,", "decreasing: True", "parameters equal on every rank: True"],
     "cuda_script.py": ["device: %s:0 is_cuda: True" % torch_npurt.DEVICE_TYPE,
                        "decreasing: True", "MB allocated"],
 }
@@ -33,8 +36,13 @@ def test_every_example_is_listed():
 
 
 @pytest.mark.parametrize("script", sorted(EXPECT))
-def test_example(script, capsys):
+def test_example(script, capsys, monkeypatch):
     expect = list(EXPECT[script])
+    if script == "ddp.py":
+        # torchrun's environment for a group of one (test_distributed runs
+        # it with two ranks).
+        for k, v in dist_child.torchrun_env(0, 1, dist_child.free_port()).items():
+            monkeypatch.setenv(k, v)
     if script == "devices.py":
         expect[0] = "可用NPU数量：%d" % npu.device_count()
     path = os.path.join(EXAMPLES, script)

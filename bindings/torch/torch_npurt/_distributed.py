@@ -179,7 +179,6 @@ class ProcessGroupHCCL(_ProcessGroup):
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
         self._gloo = _c10d.ProcessGroupGloo(store, rank, size, timeout)
-        self._timeout = timeout
 
     def getBackendName(self):
         return BACKEND

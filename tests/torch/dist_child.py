@@ -331,3 +331,49 @@ def run_script(path, rank, world, port, started=None):
         os.environ.clear()
         os.environ.update(saved)
     return out.getvalue()
+
+
+def dtypes_and_forms(rank):
+    """What gloo lacks or torch calls in other forms: bfloat16 and bool,
+    float16 averages past float16's range while summing, parameters that
+    require grad, pybind's single-tensor forms (DDP's unused-parameter
+    all-reduce), all_gather_coalesced's [rank][i] layout."""
+    dev = device(rank)
+    b = torch.tensor([1.5, 2.5], dtype=torch.bfloat16, device=dev) * (rank + 1)
+    dist.all_reduce(b)
+    assert b.dtype == torch.bfloat16
+    _eq(b, [4.5, 7.5])
+    outs = [torch.empty(2, dtype=torch.bfloat16, device=dev) for _ in range(WORLD)]
+    dist.all_gather(outs, torch.full((2,), 0.5 + rank, dtype=torch.bfloat16, device=dev))
+    _eq(outs[1], [1.5, 1.5])
+    z = torch.tensor([rank == 0, False, True], device=dev)
+    dist.all_reduce(z)
+    _eq(z, [True, False, True])
+    h = torch.tensor([60000.0], dtype=torch.float16, device=dev)
+    dist.all_reduce(h, op=dist.ReduceOp.AVG)  # the sum, 120000, is past fp16's max
+    _eq(h, [60000.0])
+
+    p = torch.nn.Parameter(torch.full((2,), float(rank), device=dev))
+    dist.broadcast(p, 1)
+    _eq(p.detach(), [1.0, 1.0])
+    dist.all_reduce(p)
+    _eq(p.detach(), [2.0, 2.0])
+    dist.reduce(p, 0)
+    assert p.requires_grad
+
+    pg = dist.distributed_c10d._get_default_group()
+    t = torch.ones(2, device=dev)
+    pg.allreduce(t).wait()
+    _eq(t, [2.0, 2.0])
+    t = torch.full((1,), float(rank + 2), device=dev)
+    pg.allreduce([t], dist.ReduceOp.MAX).wait()
+    _eq(t, [3.0])
+
+    outs = [[torch.empty(1, device=dev), torch.empty(2, device=dev)] for _ in range(WORLD)]
+    dist.all_gather_coalesced(outs, [torch.full((1,), float(rank), device=dev),
+                                     torch.full((2,), 10.0 + rank, device=dev)])
+    _eq(outs[0][0], [0.0])
+    _eq(outs[1][0], [1.0])
+    _eq(outs[0][1], [10.0, 10.0])
+    _eq(outs[1][1], [11.0, 11.0])
+    return "ok"

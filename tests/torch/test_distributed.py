@@ -38,6 +38,10 @@ def test_collectives_on_npu_tensors(ipc_helper):
     assert _both(ipc_helper, dist_child.collectives) == ("ok", "ok")
 
 
+def test_dtypes_gloo_lacks_leaves_and_short_forms(ipc_helper):
+    assert _both(ipc_helper, dist_child.dtypes_and_forms) == ("ok", "ok")
+
+
 def test_subgroups(ipc_helper):
     assert _both(ipc_helper, dist_child.subgroup) == ("ok", "ok")
 
@@ -72,6 +76,7 @@ def test_transfer_to_npu_makes_nccl_groups_hccl(dev):
     assert _transfer._hccl_spelling("cpu:gloo,cuda:nccl") == "cpu:gloo,%s:hccl" % npu._DEVICE_TYPE
     assert _transfer._hccl_spelling("gloo") == "gloo"
     torch_init, torch_new_group = dist.init_process_group, dist.new_group
+    torch_nccl = dist.is_nccl_available
     _transfer.apply()
     try:
         dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
@@ -82,11 +87,17 @@ def test_transfer_to_npu_makes_nccl_groups_hccl(dev):
             assert x.cpu().tolist() == [0.0, 1.0, 2.0]
             group = dist.new_group([0], backend="nccl")
             assert dist.get_backend(group).lower() == "hccl"
+            # new_group(ranks, timeout, backend)
+            group = dist.new_group([0], dist_child.TIMEOUT, "nccl")
+            assert dist.get_backend(group).lower() == "hccl"
+            # Scripts pick "nccl" when it is available.
+            assert dist.is_nccl_available()
         finally:
             dist.destroy_process_group()
     finally:
         _transfer.restore()
     assert dist.init_process_group is torch_init and dist.new_group is torch_new_group
+    assert dist.is_nccl_available is torch_nccl
     assert dist.distributed_c10d.init_process_group is torch_init
 
 

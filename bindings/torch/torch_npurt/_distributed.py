@@ -16,9 +16,11 @@ the NPU tensors. There is no device-to-device transport (the NPUs of one
 host could share memory through libnpurt's IPC; not done).
 
 Reductions: gloo's (SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR) and AVG
-(NCCL's, for floating types: a SUM divided by the group's size).
-PREMUL_SUM and operand lists of more than one tensor per rank (NCCL's
-multi-device form) are refused with a RuntimeError.
+(NCCL's, for floating types: a SUM divided by the group's size); float16
+and bfloat16 are reduced in float32 on the host, bool as NCCL does (SUM is
+an or). PREMUL_SUM, a reduce-scatter of unequal parts and a wait() with a
+timeout on a collective's work (torch's future-backed work has none) are
+refused with a RuntimeError.
 """
 
 import functools
@@ -28,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from . import npu
+from ._patches import _cuda_is_available
 
 BACKEND = "hccl"
 
@@ -134,24 +137,41 @@ class _Pending(_Work):
         return self._source_rank()
 
 
-class _Staging:
-    """Host copies of a collective's NPU operands, and the copies back of
-    the ones it writes."""
+# dtypes gloo cannot carry, and what the host copy holds instead: bfloat16
+# widens exactly to float32, bool travels as uint8.
+_HOST_DTYPE = {torch.bfloat16: torch.float32, torch.bool: torch.uint8}
 
-    def __init__(self):
+
+def _host_dtype(dtype, reduce=False):
+    """The dtype a host copy of ``dtype`` has; for a reduction float16 is
+    summed in float32 too (NCCL's average does not overflow where an fp16
+    sum would)."""
+    if reduce and dtype == torch.float16:
+        return torch.float32
+    return _HOST_DTYPE.get(dtype, dtype)
+
+
+class _Staging:
+    """Host copies of a collective's operands, and the copies back of the
+    ones it writes. An NPU tensor, or a CPU one of a dtype gloo lacks, gets a
+    contiguous host copy; other CPU tensors are used as they are."""
+
+    def __init__(self, reduce=False):
         self._back = []
+        self._reduce = reduce
 
     def host(self, t, write=False, read=True):
-        """The host tensor gloo works on for ``t``: ``t`` itself on the CPU;
-        for an NPU tensor a contiguous copy (``read``) or an empty one, copied
-        back into ``t`` by finish() when ``write``."""
+        """The host tensor gloo works on for ``t``: a copy (``read``) or an
+        empty one, copied back into ``t`` by finish() when ``write``."""
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"expected a tensor, got {type(t).__name__}")
-        if not _is_npu(t):
+        dtype = _host_dtype(t.dtype, self._reduce)
+        if not _is_npu(t) and dtype == t.dtype:
             return t
-        h = torch.empty(t.shape, dtype=t.dtype)
+        h = torch.empty(t.shape, dtype=dtype)
         if read:
-            h.copy_(t)
+            with torch.no_grad():
+                h.copy_(t)
         if write:
             self._back.append((t, h))
         return h
@@ -160,17 +180,48 @@ class _Staging:
         return [self.host(t, write, read) for t in ts]
 
     def finish(self):
-        for t, h in self._back:
-            t.copy_(h)
+        # Below autograd, as NCCL writes: a parameter is a leaf that
+        # requires grad.
+        with torch.no_grad():
+            for t, h in self._back:
+                t.copy_(h)
         self._back = []
 
 
 def _one(tensors, what):
-    """NCCL's multi-device form (several tensors per rank) is gone from
-    torch 2.x; torch 1.13's callers pass one."""
+    """reduce_scatter takes one output and one input list per rank (NCCL's
+    several-devices form is gone from torch 2.x)."""
     if len(tensors) != 1:
         raise RuntimeError(f"hccl {what}: one tensor per rank, got {len(tensors)}")
     return tensors[0]
+
+
+def _tensors(t):
+    """pybind's single-tensor forms (``pg.allreduce(t)``, which DDP calls)
+    next to the list forms torch.distributed uses."""
+    return [t] if isinstance(t, torch.Tensor) else list(t)
+
+
+def _options(opts, kind, **fields):
+    """``opts`` when it is an options object, else a new ``kind`` with
+    ``fields`` (the values the short forms pass: a root, a ReduceOp)."""
+    if isinstance(opts, kind):
+        return opts
+    o = kind()
+    for k, v in fields.items():
+        if v is not None and not isinstance(v, kind):
+            setattr(o, k, v)
+    return o
+
+
+def _collective(fn):
+    """A collective's body runs below autograd (it writes its operands in
+    place, as NCCL does from C++)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 class ProcessGroupHCCL(_ProcessGroup):
@@ -189,8 +240,8 @@ class ProcessGroupHCCL(_ProcessGroup):
     # -- helpers
 
     def _reduce_op(self, op, tensors, what):
-        """gloo's op for ``op``, and whether the result is then divided by the
-        group's size (AVG)."""
+        """gloo's op for ``op`` on ``tensors`` (the user's), and whether the
+        result is then divided by the group's size (AVG)."""
         if op == dist.ReduceOp.AVG:
             for t in tensors:
                 if not t.is_floating_point():
@@ -199,10 +250,16 @@ class ProcessGroupHCCL(_ProcessGroup):
             return dist.ReduceOp.SUM, True
         if hasattr(dist.ReduceOp, "PREMUL_SUM") and op == dist.ReduceOp.PREMUL_SUM:
             raise RuntimeError(f"hccl {what}: ReduceOp.PREMUL_SUM is not supported")
+        if any(t.dtype == torch.bool for t in tensors):
+            # NCCL's: a sum of booleans is an or, a product an and.
+            if op == dist.ReduceOp.SUM:
+                return dist.ReduceOp.MAX, False
+            if op == dist.ReduceOp.PRODUCT:
+                return dist.ReduceOp.MIN, False
         return op, False
 
-    def _allreduce_host(self, hosts, op, what):
-        gloo_op, average = self._reduce_op(op, hosts, what)
+    def _allreduce_host(self, tensors, hosts, op, what):
+        gloo_op, average = self._reduce_op(op, tensors, what)
         opts = _c10d.AllreduceOptions()
         opts.reduceOp = gloo_op
         self._gloo.allreduce(hosts, opts).wait()
@@ -223,7 +280,12 @@ class ProcessGroupHCCL(_ProcessGroup):
 
     # -- collectives (each returns a finished work)
 
-    def broadcast(self, tensors, opts):
+    @_collective
+    def broadcast(self, tensors, opts=None):
+        tensors = _tensors(tensors)
+        # pybind's short form: broadcast(tensor, root).
+        opts = _options(opts, _c10d.BroadcastOptions,
+                        rootRank=opts if isinstance(opts, int) else None)
         stage = _Staging()
         root = opts.rootRank == self.rank()
         hosts = stage.hosts(tensors, write=not root, read=root)
@@ -231,22 +293,34 @@ class ProcessGroupHCCL(_ProcessGroup):
         stage.finish()
         return _finished(tensors)
 
-    def allreduce(self, tensors, opts):
-        stage = _Staging()
-        self._allreduce_host(stage.hosts(tensors, write=True), opts.reduceOp, "allreduce")
+    @_collective
+    def allreduce(self, tensors, opts=None):
+        tensors = _tensors(tensors)
+        # pybind's short forms: allreduce(tensor or list, op).
+        opts = _options(opts, _c10d.AllreduceOptions, reduceOp=opts)
+        stage = _Staging(reduce=True)
+        self._allreduce_host(tensors, stage.hosts(tensors, write=True), opts.reduceOp,
+                             "allreduce")
         stage.finish()
         return _finished(tensors)
 
-    def allreduce_coalesced(self, tensors, opts):
-        stage = _Staging()
-        hosts = stage.hosts(tensors, write=True)
-        for h in hosts:
-            self._allreduce_host([h], opts.reduceOp, "allreduce_coalesced")
+    @_collective
+    def allreduce_coalesced(self, tensors, opts=None):
+        tensors = _tensors(tensors)
+        opts = _options(opts, _c10d.AllreduceCoalescedOptions)
+        stage = _Staging(reduce=True)
+        for t, h in zip(tensors, stage.hosts(tensors, write=True)):
+            self._allreduce_host([t], [h], opts.reduceOp, "allreduce_coalesced")
         stage.finish()
         return _finished(tensors)
 
-    def reduce(self, tensors, opts):
-        stage = _Staging()
+    @_collective
+    def reduce(self, tensors, opts=None, op=None):
+        tensors = _tensors(tensors)
+        # pybind's short form: reduce(tensor, root, op).
+        opts = _options(opts, _c10d.ReduceOptions,
+                        rootRank=opts if isinstance(opts, int) else None, reduceOp=op)
+        stage = _Staging(reduce=True)
         gloo_op, average = self._reduce_op(opts.reduceOp, tensors, "reduce")
         root = opts.rootRank == self.rank()
         hosts = stage.hosts(tensors, write=root)
@@ -261,18 +335,24 @@ class ProcessGroupHCCL(_ProcessGroup):
         stage.finish()
         return _finished(tensors)
 
+    @_collective
     def allgather(self, output_lists, inputs, opts=None):
+        if isinstance(inputs, torch.Tensor):  # pybind's allgather(outputs, input)
+            output_lists, inputs = [output_lists], [inputs]
         stage = _Staging()
         outs = [stage.hosts(o, write=True, read=False) for o in output_lists]
         self._gloo.allgather(outs, stage.hosts(inputs), _c10d.AllgatherOptions()).wait()
         stage.finish()
         return _finished(output_lists)
 
+    @_collective
     def allgather_coalesced(self, output_lists, inputs, opts=None):
-        for outs, t in zip(output_lists, inputs):
-            self.allgather([outs], [t])
+        # output_lists[r][i] receives rank r's inputs[i].
+        for i, t in enumerate(inputs):
+            self.allgather([[outs[i] for outs in output_lists]], [t])
         return _finished(output_lists)
 
+    @_collective
     def _allgather_base(self, output, input, opts=None):
         self._check_whole(output, "output", input, "input", "all_gather_into_tensor")
         stage = _Staging()
@@ -283,11 +363,13 @@ class ProcessGroupHCCL(_ProcessGroup):
         stage.finish()
         return _finished([output])
 
+    @_collective
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         for o, i in zip(outputs, inputs):
             self._allgather_base(o, i)
         return _finished(outputs)
 
+    @_collective
     def gather(self, output_lists, inputs, opts):
         stage = _Staging()
         outs = [stage.hosts(o, write=True, read=False) for o in output_lists]
@@ -295,6 +377,7 @@ class ProcessGroupHCCL(_ProcessGroup):
         stage.finish()
         return _finished(output_lists)
 
+    @_collective
     def scatter(self, outputs, input_lists, opts):
         stage = _Staging()
         ins = [stage.hosts(i) for i in input_lists]
@@ -303,14 +386,16 @@ class ProcessGroupHCCL(_ProcessGroup):
         return _finished(outputs)
 
     def _reduce_scatter_flat(self, output, flat, op, what):
-        """Reduces ``flat`` (the group's size times ``output``'s elements) and
-        writes this rank's part to ``output``: gloo has no reduce-scatter in
-        torch 1.13, so every rank reduces the whole and keeps its part."""
-        self._allreduce_host([flat], op, what)
+        """Reduces ``flat`` (the group's size times ``output``'s elements, on
+        the host) and writes this rank's part to ``output``: gloo has no
+        reduce-scatter in torch 1.13, so every rank reduces the whole and
+        keeps its part."""
+        flat = flat.to(_host_dtype(output.dtype, reduce=True))
+        self._allreduce_host([output], [flat], op, what)
         n = output.numel()
-        part = flat[self.rank() * n:(self.rank() + 1) * n].view(output.shape)
-        output.copy_(part)
+        output.copy_(flat[self.rank() * n:(self.rank() + 1) * n].view(output.shape))
 
+    @_collective
     def reduce_scatter(self, outputs, input_lists, opts):
         output = _one(outputs, "reduce_scatter")
         inputs = _one(input_lists, "reduce_scatter")
@@ -321,21 +406,24 @@ class ProcessGroupHCCL(_ProcessGroup):
             if t.numel() != output.numel() or t.dtype != output.dtype:
                 raise RuntimeError("hccl reduce_scatter: every input must have the output's "
                                    "size and dtype")
-        flat = torch.cat([t.detach().reshape(-1).cpu() for t in inputs])
+        flat = torch.cat([t.reshape(-1).cpu() for t in inputs])
         self._reduce_scatter_flat(output, flat, opts.reduceOp, "reduce_scatter")
         return _finished(outputs)
 
+    @_collective
     def _reduce_scatter_base(self, output, input, opts):
         self._check_whole(input, "input", output, "output", "reduce_scatter_tensor")
-        flat = input.detach().reshape(-1).to("cpu", copy=True)
+        flat = input.reshape(-1).to("cpu", copy=True)
         self._reduce_scatter_flat(output, flat, opts.reduceOp, "reduce_scatter_tensor")
         return _finished([output])
 
+    @_collective
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts):
         for o, i in zip(outputs, inputs):
             self._reduce_scatter_base(o, i, opts)
         return _finished(outputs)
 
+    @_collective
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         stage = _Staging()
         out = stage.host(output, write=True, read=False)
@@ -344,6 +432,7 @@ class ProcessGroupHCCL(_ProcessGroup):
         stage.finish()
         return _finished([output])
 
+    @_collective
     def alltoall(self, outputs, inputs, opts=None):
         if len(outputs) != self.size() or len(inputs) != self.size():
             raise RuntimeError(f"hccl all_to_all: {len(outputs)} outputs and {len(inputs)} "
@@ -351,8 +440,9 @@ class ProcessGroupHCCL(_ProcessGroup):
         dtypes = {t.dtype for t in list(outputs) + list(inputs)}
         if len(dtypes) != 1:
             raise RuntimeError("hccl all_to_all: the tensors' dtypes differ")
-        flat_in = torch.cat([t.detach().reshape(-1).cpu() for t in inputs])
-        flat_out = torch.empty(sum(t.numel() for t in outputs), dtype=flat_in.dtype)
+        dtype = _host_dtype(dtypes.pop())
+        flat_in = torch.cat([t.reshape(-1).cpu() for t in inputs]).to(dtype)
+        flat_out = torch.empty(sum(t.numel() for t in outputs), dtype=dtype)
         self._gloo.alltoall_base(flat_out, flat_in, [t.numel() for t in outputs],
                                  [t.numel() for t in inputs], _c10d.AllToAllOptions()).wait()
         for t, part in zip(outputs, flat_out.split([t.numel() for t in outputs])):
@@ -398,7 +488,7 @@ def _ddp_inputs_to_npu(to_kwargs):
 
     @functools.wraps(to_kwargs)
     def wrapper(inputs, kwargs, device_id, use_side_stream_for_tensor_copies):
-        if torch.cuda.is_available() or not isinstance(device_id, int):
+        if _cuda_is_available() or not isinstance(device_id, int):
             return to_kwargs(inputs, kwargs, device_id, use_side_stream_for_tensor_copies)
         dev = npu.torch_device(device_id)
 

@@ -31,7 +31,8 @@ tensor's ``device.type`` is ``"npu"``: compare types, not devices), C++
 extensions, ``torch.cuda``'s names the NPU has no counterpart for (NVTX,
 NCCL's own module ``torch.cuda.nccl``, jiterator, ``torch.backends.cuda``),
 ``device="cuda"`` inside TorchScript. ``init_process_group("nccl")`` and
-``new_group(backend="nccl")`` make hccl groups (``_distributed``).
+``new_group(backend="nccl")`` make hccl groups (``_distributed``), and
+``is_nccl_available()`` says whether they can be made.
 
 ``apply()`` is idempotent; ``restore()`` undoes everything it did (for
 tests; a script applies it once, at the top).
@@ -312,16 +313,16 @@ def _data_parallel_init(fn):
     return __init__
 
 
-def _nccl_backend(fn):
+def _nccl_backend(fn, position):
     """init_process_group / new_group with NCCL named: the NPUs' backend,
-    hccl (`"nccl"`, and `"cuda:nccl"` in torch 2.x's per-device form).
-    `device_id` (torch 2.x's eager connection of one CUDA device) is
-    dropped: hccl connects when it is made."""
+    hccl (`"nccl"`, and `"cuda:nccl"` in torch 2.x's per-device form), as
+    the argument at `position` or `backend=`. `device_id` (torch 2.x's eager
+    connection of one CUDA device) is dropped: hccl connects when made."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         args = list(args)
-        if args and isinstance(args[0], str):
-            args[0] = _hccl_spelling(args[0])
+        if len(args) > position and isinstance(args[position], str):
+            args[position] = _hccl_spelling(args[position])
         elif isinstance(kwargs.get("backend"), str):
             kwargs["backend"] = _hccl_spelling(kwargs["backend"])
         kwargs.pop("device_id", None)
@@ -402,7 +403,13 @@ def apply():
                                                  kw=("pin_memory_device",)))
     if torch.distributed.is_available():
         import torch.distributed.distributed_c10d as c10d
-        for name in ("init_process_group", "new_group"):
-            wrapped = _nccl_backend(getattr(c10d, name))
+        from . import _distributed
+        # new_group(ranks, timeout, backend, ...)
+        for name, position in (("init_process_group", 0), ("new_group", 2)):
+            wrapped = _nccl_backend(getattr(c10d, name), position)
             _set(torch.distributed, name, wrapped)
             _set(c10d, name, wrapped)
+        # Scripts choose "nccl" when it is available, gloo (no NPU tensors)
+        # otherwise. torch's own code reads c10d's, before it touches NCCL's
+        # classes: that one stays.
+        _set(torch.distributed, "is_nccl_available", _distributed.is_hccl_available)

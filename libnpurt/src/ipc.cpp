@@ -42,6 +42,18 @@ npurtError_t takeIpcDescriptor(int pid, int fd, uint64_t inode, const char *api,
 		int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 		if (pidfd < 0) {
 			const int e = errno;
+			// A seccomp filter (a container's profile) refuses the
+			// call itself, with EPERM or as if it did not exist.
+			if (e == EPERM || e == ENOSYS)
+				return setError(
+				        npurtErrorPermission,
+				        osMessage(std::string(api) + ": process " +
+				                          std::to_string(pid) +
+				                          " exported it, and this process may "
+				                          "not open other processes (pidfd_open "
+				                          "refused: a seccomp filter such as a "
+				                          "container's, or a kernel before 5.6)",
+				                  -e));
 			return setError(e == ESRCH ? npurtErrorInvalidHandle
 			                           : npurtErrorOperatingSystem,
 			                osMessage(std::string(api) + ": the exporting process " +
@@ -53,13 +65,18 @@ npurtError_t takeIpcDescriptor(int pid, int fd, uint64_t inode, const char *api,
 		const int e = errno;
 		close(pidfd);
 		if (local < 0) {
-			if (e == EPERM)
+			if (e == EPERM || e == ENOSYS)
 				return setError(
 				        npurtErrorPermission,
-				        std::string(api) + ": process " + std::to_string(pid) +
-				                " exported it, and this process may not take its "
-				                "descriptors (another user's process, or ptrace "
-				                "restrictions such as Yama's ptrace_scope)");
+				        osMessage(
+				                std::string(api) + ": process " +
+				                        std::to_string(pid) +
+				                        " exported it, and this process may not "
+				                        "take "
+				                        "its descriptors (another user's process, "
+				                        "ptrace restrictions such as Yama's "
+				                        "ptrace_scope, or a seccomp filter)",
+				                -e));
 			// ESRCH: the exporter exited (and was reaped) after
 			// pidfd_open: the handle's process is gone, as above (the
 			// soak saw npurtErrorOperatingSystem here).

@@ -2,14 +2,21 @@
 // one test selected and extra environment, its output collected.
 #pragma once
 
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -111,6 +118,26 @@ inline int recvFd(int sock, void *data, size_t len)
 	int fd = -1;
 	std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
 	return fd;
+}
+
+// Makes this process's calls of system call `nr` fail with `err` from now
+// on, as a seccomp filter (a container's profile) does; false if the filter
+// could not be installed.
+inline bool refuseSyscall(long nr, int err)
+{
+	sock_filter filter[] = {
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(nr), 0, 1),
+	        BPF_STMT(BPF_RET | BPF_K,
+	                 SECCOMP_RET_ERRNO | (static_cast<unsigned>(err) & SECCOMP_RET_DATA)),
+	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+	       syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
 }
 
 // A child's output, indented so that its GoogleTest summary lines do not

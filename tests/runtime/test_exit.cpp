@@ -5,12 +5,8 @@
 // by tools/soak (npu-soak).
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,14 +18,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "child.h"
 #include "npurt/npurt.h"
-
-extern char **environ;
 
 namespace {
 
@@ -55,6 +49,7 @@ Child runChild(const char *filter, int timeoutMs, const char *marker = nullptr, 
 	for (char **e = environ; *e; e++)
 		vars.emplace_back(*e);
 	std::vector<char *> envp;
+	envp.reserve(vars.size() + 1);
 	for (auto &v : vars)
 		envp.push_back(v.data());
 	envp.push_back(nullptr);
@@ -107,18 +102,7 @@ Child runChild(const char *filter, int timeoutMs, const char *marker = nullptr, 
 	return r;
 }
 
-// A child's output, indented so that its GoogleTest summary lines do not
-// read as this process's (tests/summarize.sh counts those).
-std::string indented(const std::string &out)
-{
-	std::string r = "    | ";
-	for (char c : out) {
-		r += c;
-		if (c == '\n')
-			r += "    | ";
-	}
-	return r;
-}
+using npurt_test::indented;
 
 constexpr const char *kExitMarker = "NPURT-EXIT-CHILD-IS-EXITING";
 
@@ -269,18 +253,7 @@ TEST(ExitChild, ExporterGoneWhileTaken)
 	ASSERT_TRUE(fromHex(hex.substr(2 * sizeof(mh)), &eh, sizeof(eh)));
 	ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
 	ASSERT_EQ(npurtFree(nullptr), npurtSuccess);  // the runtime is up
-	sock_filter filter[] = {
-	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-	        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pidfd_getfd, 0, 1),
-	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ESRCH & SECCOMP_RET_DATA)),
-	        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-	};
-	sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
-	ASSERT_EQ(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-	ASSERT_EQ(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog), 0);
+	ASSERT_TRUE(npurt_test::refuseSyscall(SYS_pidfd_getfd, ESRCH));
 	void *d = nullptr;
 	EXPECT_EQ(npurtIpcOpenMemHandle(&d, mh, 0), npurtErrorInvalidHandle)
 	        << npurtGetLastErrorMessage();

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -781,6 +783,24 @@ TEST(Ipc, ChildSide)
 		ASSERT_EQ(write(sock, &done, 1), 1);
 		return;
 	}
+	if (mode == "seccomp-open" || mode == "seccomp-getfd") {
+		// A container's seccomp profile refuses pidfd_open (or
+		// pidfd_getfd as if it did not exist): a permission error that
+		// says so, which torch_npurt's receivers answer by asking the
+		// sender's broker; the same handle passed with its descriptor
+		// still opens.
+		ASSERT_EQ(npurtSetDevice(0), npurtSuccess);
+		ASSERT_TRUE(mode == "seccomp-open"
+		                    ? npurt_test::refuseSyscall(SYS_pidfd_open, EPERM)
+		                    : npurt_test::refuseSyscall(SYS_pidfd_getfd, ENOSYS));
+		EXPECT_EQ(npurtIpcOpenMemHandle(&d, h, 0), npurtErrorPermission);
+		EXPECT_TRUE(contains(lastMessage(), "seccomp")) << lastMessage();
+		EXPECT_TRUE(contains(lastMessage(), std::to_string(h.pid))) << lastMessage();
+		EXPECT_EQ(npurtGetLastError(), npurtErrorPermission);
+		char done = 1;
+		ASSERT_EQ(write(sock, &done, 1), 1);
+		return;
+	}
 	ASSERT_EQ(npurtIpcOpenMemHandle(&d, h, 0), npurtSuccess) << lastMessage();
 	if (mode == "scm")
 		close(h.fd);
@@ -951,6 +971,21 @@ TEST_F(Memory, IpcHandleRefusesAnotherUser)
 	npurtIpcMemHandle_t h{};
 	ASSERT_EQ(npurtIpcGetMemHandle(&h, d), npurtSuccess) << lastMessage();
 	runIpcChild("other-user", h);
+	npurtFree(d);
+}
+
+// A process whose seccomp filter refuses the pidfd calls gets a
+// permission error that names the cause, not an unexpected OS error.
+TEST_F(Memory, IpcHandleUnderASeccompFilter)
+{
+	void *d = nullptr;
+	ASSERT_EQ(npurtMalloc(&d, 1 << 20), npurtSuccess);
+	npurtIpcMemHandle_t h{};
+	ASSERT_EQ(npurtIpcGetMemHandle(&h, d), npurtSuccess) << lastMessage();
+	for (const char *mode : {"seccomp-open", "seccomp-getfd"}) {
+		SCOPED_TRACE(mode);
+		runIpcChild(mode, h);
+	}
 	npurtFree(d);
 }
 

@@ -30,6 +30,7 @@ def pytest_collection_modifyitems(config, items):
 
 _ipc_helper = None
 _ipc_other_user = None  # a helper running as nobody
+_ipc_seccomp = None  # a helper whose pidfd_open a seccomp filter refuses
 NOBODY = 65534
 
 
@@ -39,16 +40,18 @@ def pytest_configure(config):
     # starts libnpurt (a child forked after cannot use the NPUs) and
     # without a second `import torch` (most of a minute in the VM).
     # As root (the VM), a second one runs as nobody: a receiver that may
-    # not take this process's descriptors (as under Yama or seccomp).
-    global _ipc_helper, _ipc_other_user
+    # not take this process's descriptors (as under Yama or seccomp). A
+    # third may not even open this process (pidfd_open), as in a container.
+    global _ipc_helper, _ipc_other_user, _ipc_seccomp
     if not torch_npurt._C._runtime_started():
         _ipc_helper = ipc_child.Helper()
+        _ipc_seccomp = ipc_child.Helper(seccomp=True)
         if os.geteuid() == 0:
             _ipc_other_user = ipc_child.Helper(user=NOBODY)
 
 
 def pytest_unconfigure(config):
-    for helper in (_ipc_helper, _ipc_other_user):
+    for helper in (_ipc_helper, _ipc_other_user, _ipc_seccomp):
         if helper is not None:
             helper.stop()
 
@@ -72,6 +75,12 @@ def ipc_other_user():
     yield from _helper_fixture(
         _ipc_other_user, "needs root (to run a helper as another user) and a helper forked "
         "before libnpurt started")
+
+
+@pytest.fixture
+def ipc_seccomp():
+    yield from _helper_fixture(
+        _ipc_seccomp, "libnpurt had started before the helper process could be forked")
 
 
 @pytest.fixture

@@ -2,10 +2,14 @@
 suite starts libnpurt (so it may use the NPUs; a child forked later could
 not), it runs the functions the tests send it over torch.multiprocessing
 queues, which share NPU tensors."""
+import ctypes
+import errno
 import gc
 import multiprocessing
 import os
 import pickle
+import platform
+import struct
 import traceback
 from multiprocessing.reduction import ForkingPickler
 
@@ -20,11 +24,12 @@ class Helper:
     """The parent's end: call(fn, *args) runs fn(*args) in the child and
     returns its result (raising RuntimeError with the child's traceback)."""
 
-    def __init__(self, user=None):
+    def __init__(self, user=None, seccomp=False):
         ctx = torch.multiprocessing.get_context("fork")
         self.requests = ctx.Queue()
         self.replies = ctx.Queue()
-        self.process = ctx.Process(target=_serve, args=(self.requests, self.replies, user),
+        self.process = ctx.Process(target=_serve,
+                                   args=(self.requests, self.replies, user, seccomp),
                                    daemon=True)
         self.process.start()
         self.sent = 0
@@ -63,13 +68,58 @@ def _become(user):
     os.setresuid(user, user, user)
 
 
-def _serve(requests, replies, user):
+# x86-64's numbers: seccomp_data's fields, the filter's instructions.
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_SYS_PIDFD_OPEN = 434
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
+_SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def _refuse_pidfd_open():
+    """From now on pidfd_open fails with EPERM here, as it does under a
+    container's seccomp profile that lacks it (pidfd_getfd is never
+    reached)."""
+    if platform.machine() != "x86_64":
+        raise RuntimeError("the seccomp filter is written for x86-64")
+    insns = [(_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+             (_BPF_JEQ_K, 1, 0, _AUDIT_ARCH_X86_64),
+             (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+             (_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+             (_BPF_JEQ_K, 0, 1, _SYS_PIDFD_OPEN),
+             (_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.EPERM),
+             (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)]
+    code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *i) for i in insns))
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Prog(len(insns), ctypes.addressof(code))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if (libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) or
+            libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0)):
+        raise OSError(ctypes.get_errno(), "installing the seccomp filter")
+
+
+def pidfd_open_refused():
+    """Whether this process's pidfd_open fails with EPERM (the filter's)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.syscall(_SYS_PIDFD_OPEN, os.getpid(), 0)
+    if fd >= 0:
+        os.close(fd)
+        return False
+    return ctypes.get_errno() == errno.EPERM
+
+
+def _serve(requests, replies, user, seccomp):
     failed = None
-    if user is not None:
-        try:
+    try:
+        if user is not None:
             _become(user)
-        except Exception:  # every call reports it
-            failed = traceback.format_exc()
+        if seccomp:
+            _refuse_pidfd_open()
+    except Exception:  # every call reports it
+        failed = traceback.format_exc()
     while True:
         req = requests.get()
         if req is None:
@@ -77,7 +127,7 @@ def _serve(requests, replies, user):
         ident, fn, args = req
         try:
             if failed:
-                raise RuntimeError("the helper could not become its user: " + failed)
+                raise RuntimeError("the helper could not set itself up: " + failed)
             replies.put((ident, True, fn(*args)))
         except Exception:  # the parent raises it
             replies.put((ident, False, traceback.format_exc()))

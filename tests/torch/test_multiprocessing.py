@@ -324,6 +324,26 @@ def test_only_torch_multiprocessing_data_has_the_broker(ipc_helper, ipc_other_us
     assert got["values"] == [4.0] * 64, "helper to helper, through the broker"
 
 
+def test_a_process_that_may_not_open_the_sender_receives_through_the_broker(
+        ipc_seccomp, ipc_helper, dev):
+    # A container's seccomp profile that lacks pidfd_open refuses the
+    # first of the two calls: that too asks the broker.
+    assert ipc_seccomp.call(ipc_child.pidfd_open_refused) is True
+    x = torch.arange(64, dtype=torch.float32, device=dev)
+    assert ipc_seccomp.call(ipc_child.describe, x)["values"] == list(range(64))
+    assert ipc_seccomp.call(ipc_child.add_, x, 2.0)
+    assert x.cpu().tolist() == [v + 2.0 for v in range(64)], "its write is seen here"
+    ev = npu.Event(interprocess=True)
+    ev.record()
+    assert ipc_seccomp.call(ipc_child.wait_event, ev) is True
+    # Bytes from another channel have no broker: the error names the cause.
+    data = ipc_helper.call(ipc_child.dumps, 16, 3.0, False)
+    msg = ipc_seccomp.call(ipc_child.loads, data)
+    assert isinstance(msg, str) and "pidfd_open refused" in msg and "seccomp" in msg, msg
+    data = ipc_helper.call(ipc_child.dumps, 16, 4.0, True)
+    assert ipc_seccomp.call(ipc_child.loads, data)["values"] == [4.0] * 16
+
+
 def test_the_broker_answers_only_its_multiprocessing_family(ipc_helper, ipc_other_user):
     data = ipc_helper.call(ipc_child.dumps, 64, 5.0, True)
     msg = ipc_other_user.call(ipc_child.loads, data, b"not the family's key" * 2)

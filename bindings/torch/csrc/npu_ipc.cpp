@@ -413,21 +413,36 @@ int takeDescriptor(int pid, int fd, const py::object &fetch, const std::string &
 {
 	const std::string from =
 	        "receiving an NPU tensor: taking " + what + " from process " + std::to_string(pid);
+	// EPERM or ENOSYS from either call: a policy refuses it (another
+	// user, Yama's ptrace_scope, a seccomp filter that refuses pidfd_open
+	// itself or pretends it does not exist), not a missing sender.
+	auto refused = [](int err) { return err == EPERM || err == ENOSYS; };
 	int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-	TORCH_CHECK(pidfd >= 0, osError("receiving an NPU tensor: the process that shared it (" +
-	                                        std::to_string(pid) + ")" +
-	                                        (errno == ESRCH ? " has exited" : ""),
-	                                errno));
-	int local = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
-	const int e = errno;
-	close(pidfd);
+	int e = errno;
+	if (pidfd < 0 && !(refused(e) && !fetch.is_none()))
+		TORCH_CHECK(false, osError(refused(e) ? from + " (pidfd_open refused: a seccomp "
+		                                               "filter such as a container's; a "
+		                                               "torch.multiprocessing channel "
+		                                               "passes descriptors instead)"
+		                                      : "receiving an NPU tensor: the process "
+		                                        "that shared it (" +
+		                                                std::to_string(pid) + ")" +
+		                                                (e == ESRCH ? " has exited" : ""),
+		                           e));
+	int local = -1;
+	if (pidfd >= 0) {
+		local = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+		e = errno;
+		close(pidfd);
+	}
 	if (local >= 0)
 		return local;
-	if ((e == EPERM || e == ENOSYS) && !fetch.is_none())
+	if (refused(e) && !fetch.is_none())
 		return fetch(fd).cast<int>();
-	const char *why = e == EPERM   ? " (another user's process, or ptrace restrictions such "
-	                                 "as Yama's ptrace_scope; a torch.multiprocessing "
-	                                 "channel passes descriptors instead)"
+	const char *why = refused(e)   ? " (another user's process, ptrace restrictions such as "
+	                                 "Yama's ptrace_scope, or a seccomp filter; a "
+	                                 "torch.multiprocessing channel passes descriptors "
+	                                 "instead)"
 	                  : e == EBADF ? " (gone: freed since?)"
 	                               : "";
 	TORCH_CHECK(false, osError(from + why, e));

@@ -273,6 +273,87 @@ def ddp_training(rank, steps):
     return got
 
 
+def _reference(steps, data, target, model):
+    """`model` trained on CPU on the whole batches, as a data-parallel run
+    over WORLD ranks (each with one part of every batch) trains."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mse = torch.nn.functional.mse_loss
+    for s in range(steps):
+        opt.zero_grad()
+        (sum(mse(model(data[s][r]), target[s][r]) for r in range(WORLD)) / WORLD).backward()
+        opt.step()
+    return [p.detach() for p in model.parameters()]
+
+
+def _sharded_training(rank, steps, wrap):
+    """Trains wrap(model on this rank's NPU) on this rank's parts of the
+    batches; returns (the wrapped model, the CPU reference's parameters)."""
+    dev = device(rank)
+    torch.manual_seed(0)
+    model = _Net()
+    ref = _reference(steps, *_batches(steps), copy.deepcopy(model))
+    data, target = _batches(steps)
+    sharded = wrap(model, dev)
+    opt = torch.optim.SGD(sharded.parameters(), lr=0.1)
+    for s in range(steps):
+        opt.zero_grad()
+        out = sharded(data[s][rank].to(dev))
+        torch.nn.functional.mse_loss(out, target[s][rank].to(dev)).backward()
+        opt.step()
+    return sharded, ref
+
+
+def _batches(steps):
+    g = torch.Generator().manual_seed(1)
+    return (torch.randn(steps, WORLD, 6, 4, generator=g),
+            torch.randn(steps, WORLD, 6, 2, generator=g))
+
+
+def fsdp_training(rank, steps):
+    """FullyShardedDataParallel (FSDP1: a flat parameter sharded over both
+    ranks, moved to the NPU by `param.data = param.to(device)`) against
+    the CPU reference; returns the full parameters."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    def wrap(model, dev):
+        return FSDP(model, device_id=dev, use_orig_params=True)
+    sharded, ref = _sharded_training(rank, steps, wrap)
+    with FSDP.summon_full_params(sharded):
+        got = [p.detach().cpu().clone() for p in sharded.parameters()]
+    assert all(p.device.type == npu._DEVICE_TYPE for p in sharded.parameters())
+    for p, q in zip(got, ref):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    return got
+
+
+def dtensors(rank):
+    """A device mesh of NPUs, DTensor placements moved between ranks, and
+    the functional collectives under them."""
+    import torch.distributed._functional_collectives as funcol
+    from torch.distributed.device_mesh import init_device_mesh
+    try:
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    except ImportError:  # torch before 2.5
+        from torch.distributed._tensor import Replicate, Shard, distribute_tensor
+    dev = device(rank)
+    mesh = init_device_mesh(npu._DEVICE_TYPE, (WORLD,))
+    assert mesh.get_group().group_name == dist.group.WORLD.group_name
+    whole = torch.arange(8.0)
+    d = distribute_tensor(whole.to(dev), mesh, [Shard(0)])
+    _eq(d.to_local(), whole[4 * rank:4 * rank + 4].tolist())
+    _eq(d.redistribute(mesh, [Replicate()]).to_local(), whole.tolist())
+    _eq(d.full_tensor(), whole.tolist())
+    assert (d * 2).sum().full_tensor().item() == 56.0
+    x = torch.full((3,), float(rank + 1), device=dev)
+    _eq(funcol.all_reduce(x, "sum", dist.group.WORLD), [3.0] * 3)
+    _eq(x, [float(rank + 1)] * 3)  # functional: the input is not written
+    _eq(funcol.all_gather_tensor(x, 0, dist.group.WORLD), [1.0] * 3 + [2.0] * 3)
+    y = torch.arange(4.0, device=dev) + rank
+    _eq(funcol.reduce_scatter_tensor(y, "sum", 0, dist.group.WORLD),
+        [1.0, 3.0] if rank == 0 else [5.0, 7.0])
+    return "ok"
+
+
 def exchange_large(rank, n):
     """Both ranks isend `n` floats before they irecv (NCCL's pattern for a
     pipeline's neighbours): neither send may wait for the other's receive."""

@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 
 import dist_child
+import torch_npurt
 from torch_npurt import _distributed, npu
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch without distributed")
@@ -54,6 +55,55 @@ def test_distributed_data_parallel_trains_as_one_model(ipc_helper):
     mine, theirs = _both(ipc_helper, dist_child.ddp_training, 3)
     for p, q in zip(mine, theirs):
         assert torch.equal(p, q)
+
+
+def _fsdp_importable():
+    """Debian 12's torch 1.13 cannot import FSDP under Python 3.11 (a
+    dataclass with a mutable default in torch's sharded tensors)."""
+    try:
+        import torch.distributed.fsdp  # noqa: F401
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _fsdp_importable(), reason="this torch cannot import FSDP")
+def test_fully_sharded_data_parallel_trains_as_one_model(ipc_helper):
+    mine, theirs = _both(ipc_helper, dist_child.fsdp_training, 3)
+    for p, q in zip(mine, theirs):
+        assert torch.equal(p, q)
+
+
+_TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+
+@pytest.mark.skipif(not _TORCH2, reason="fully_shard is torch 2's")
+def test_fully_shard_s_copy_ops_keep_the_npu_and_the_aliasing(dev):
+    # fully_shard's own ops run their device-generic kernels on NPU tensors
+    # (through the CPU fallback the all-gather input was a copy, not a view
+    # of the output, and the output was on the CPU).
+    try:
+        import torch.distributed.fsdp._fully_shard._fsdp_collectives  # noqa: F401
+    except ImportError:
+        pytest.skip("this torch's fully_shard has other ops")
+    before = torch_npurt.fallback_counts()
+    parts = [torch.full((2,), 1.0, device=dev), torch.full((3,), 2.0, device=dev)]
+    inp, out = torch.ops.fsdp.all_gather_copy_in(parts, [2, 3], 5, 2, 1, torch.float32, dev)
+    assert out.device == dev and inp.device == dev and out.shape == (10,)
+    assert inp.data_ptr() == out.data_ptr() + 5 * out.element_size(), "rank 1's part of out"
+    assert inp.cpu().tolist() == [1.0, 1.0, 2.0, 2.0, 2.0]
+    out[:5].fill_(7.0)
+    a, b = torch.empty(2, 2, device=dev), torch.empty(2, 3, device=dev)
+    torch.ops.fsdp.split_with_sizes_copy(out.view(2, -1), [2, 3], dim=1, out=[a, b])
+    assert a.cpu().tolist() == [[7.0, 7.0], [1.0, 1.0]]
+    assert b.cpu().tolist() == [[7.0] * 3, [2.0] * 3]
+    after = torch_npurt.fallback_counts()
+    assert not [k for k in after if "fsdp" in k and after[k] != before.get(k, 0)]
+
+
+@pytest.mark.skipif(not _TORCH2, reason="DTensor and the functional collectives are torch 2's")
+def test_dtensors_and_functional_collectives(ipc_helper):
+    assert _both(ipc_helper, dist_child.dtensors) == ("ok", "ok")
 
 
 def test_a_collective_the_peer_never_makes_is_an_error(ipc_helper):

@@ -216,3 +216,42 @@ def test_transformer_encoder_with_padding_mask_in_eval(dev):
     mode, which have no NPU kernels; the NPU takes the dense path."""
     enc = check_masked_encoder(lambda m: m.to(dev))
     assert getattr(enc, "use_nested_tensor", True)  # the module's own setting is kept (2.x)
+
+
+def test_moving_a_module_keeps_its_parameters(dev):
+    # As .cuda() does: an optimizer made before the move trains the moved
+    # parameters (with new Parameters it updated the CPU copies, silently).
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    params = list(model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.to(dev)
+    assert all(p is q for p, q in zip(model.parameters(), params))
+    assert all(p.device == dev for p in params)
+    before = model.weight.detach().cpu().clone()
+    model(torch.randn(3, 4, device=dev)).sum().backward()
+    opt.step()
+    assert not torch.equal(model.weight.detach().cpu(), before), "the optimizer missed them"
+    # Back to the CPU, gradients along.
+    model.cpu()
+    assert model.weight is params[0] and model.weight.grad.device.type == "cpu"
+
+
+def test_data_assignment_between_cpu_and_npu(dev):
+    # `param.data = param.to(device)`: FSDP's move, and torch_npu scripts'.
+    p = torch.nn.Parameter(torch.arange(3.0))
+    p.data = p.to(dev)
+    assert p.device == dev and p.requires_grad and p.is_leaf
+    (p * 2).sum().backward()
+    assert p.grad.device == dev and p.grad.cpu().tolist() == [2.0, 2.0, 2.0]
+    p.data = p.data.cpu()
+    assert p.device.type == "cpu" and p.tolist() == [0.0, 1.0, 2.0]
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1, device=dev), torch.ones(1))
+    assert torch._has_compatible_shallow_copy_type(torch.ones(1), torch.ones(1, device=dev))
+    # Not between kinds of tensor, as on CUDA.
+    sparse = torch.ones(2).to_sparse()
+    assert not torch._has_compatible_shallow_copy_type(torch.ones(2, device=dev), sparse)
+    q = torch.ones(2, device=dev)
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        q.data = sparse
+    assert q.device == dev and q.cpu().tolist() == [1.0, 1.0], "the failed assignment lost it"

@@ -1,6 +1,7 @@
 // npu_copy.cpp - allocation, copies, fills, casts and views of NPU tensors,
 // and their ATen kernels (empty*, _copy_from*, fill_, zero_, as_strided,
-// view, _reshape_alias, unfold, resize_, set_).
+// view, _reshape_alias, unfold, resize_, set_,
+// _has_compatible_shallow_copy_type).
 #include "npu_ops.h"
 
 #include <ATen/EmptyTensor.h>
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <typeinfo>
 #include <vector>
 
 namespace torch_npurt {
@@ -585,10 +587,32 @@ at::Tensor &set_empty(at::Tensor &self)
 	return set_storage(self, empty, 0, {0}, {});
 }
 
+// A plain strided tensor of the CPU or an NPU: TensorImpl itself, no
+// wrapper or sparse or quantized kind.
+bool plainDense(const at::Tensor &t)
+{
+	const c10::DispatchKeySet ks = t.key_set();
+	return (ks.has(c10::DispatchKey::CPU) || ks.has(c10::DispatchKey::PrivateUse1)) &&
+	       t.layout() == at::kStrided && !t.is_quantized() &&
+	       typeid(*t.unsafeGetTensorImpl()) == typeid(c10::TensorImpl);
+}
+
+// Whether `from`'s TensorImpl may be copied into `self`'s. torch answers
+// yes for dense CPU and CUDA tensors but knows no PrivateUse1 device, so
+// `param.data = param.to("npu")` (FSDP, torch_npu scripts) failed, and
+// Module.to("npu") made new Parameters where .cuda() keeps them (an
+// optimizer made before the move then updated the CPU copies).
+bool has_compatible_shallow_copy_type(const at::Tensor &self, const at::Tensor &from)
+{
+	return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+	       (plainDense(self) && plainDense(from));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 {
+	m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 	m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
 	m.impl("empty_strided", TORCH_FN(empty_strided));
 	m.impl("_copy_from", TORCH_FN(copy_from));

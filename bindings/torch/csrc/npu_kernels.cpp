@@ -14,6 +14,10 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
+#if NPU_TORCH_AT_LEAST(2, 0)
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+#endif
 
 #include <algorithm>
 #include <limits>
@@ -1110,11 +1114,30 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m)
 // torch 1.13 lets ops with no autograd kernel fall through the autograd
 // keys of CPU, CUDA and the other named backends, not PrivateUse1's:
 // c10d's collectives (which DDP's C++ reaches through the dispatcher)
-// stopped there on NPU tensors. torch 2.x registers this itself.
+// stopped there on NPU tensors.
 TORCH_LIBRARY_IMPL(_, AutogradPrivateUse1, m)
 {
 	m.fallback(torch::CppFunction::makeFallthrough());
 }
+#else
+namespace {
+// torch 2.x gives the autograd keys of CPU, CUDA and the other named
+// backends an autograd fallback, and 2.6 not PrivateUse1's: ops with no
+// autograd kernel of their own (the functional collectives of DTensor and
+// FSDP2; _has_compatible_shallow_copy_type, which has an NPU kernel) had
+// no kernel for AutogradPrivateUse1. The same fallback as CUDA's, unless
+// this torch registers one.
+const bool autogradFallback = [] {
+	if (c10::Dispatcher::singleton().hasBackendFallbackForDispatchKey(
+	            c10::DispatchKey::AutogradPrivateUse1))
+		return false;
+	static auto *lib =
+	        new torch::Library(torch::Library::IMPL, "_", c10::DispatchKey::AutogradPrivateUse1,
+	                           __FILE__, __LINE__);
+	lib->fallback(torch::autograd::basicAutogradNotImplementedFallback());
+	return true;
+}();
+}  // namespace
 #endif
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)

@@ -234,6 +234,18 @@ class ProcessGroupHCCL(_ProcessGroup):
     def getBackendName(self):
         return BACKEND
 
+    # torch 2.x keeps a group's name in its C++ backends, of which this
+    # group has none ("ProcessGroup name not set"): DeviceMesh and the
+    # functional collectives (DTensor, FSDP2) look groups up by it.
+    def _set_group_name(self, name):
+        self._group_name = name
+
+    @property
+    def group_name(self):
+        if getattr(self, "_group_name", None) is None:
+            raise RuntimeError("ProcessGroup name not set")
+        return self._group_name
+
     def name(self):
         return BACKEND
 
@@ -499,9 +511,36 @@ def _ddp_inputs_to_npu(to_kwargs):
     return wrapper
 
 
+# fully_shard's (FSDP2's) own ops, defined by torch when FSDP2 is imported,
+# have kernels for CPU and CUDA only: on NPU tensors they reached the CPU
+# fallback, which copies, so the all-gather's input was no longer a view of
+# its output. Their CPU kernels are device-generic (they allocate on the
+# `device` argument and copy with ATen ops), so the NPU's call them.
+# Registered now, before torch defines the ops, as the dispatcher allows.
+_FSDP_OPS = ("all_gather_copy_in", "split_with_sizes_copy", "chunk_cat")
+_fsdp_library = None
+
+
+def _cpu_kernel_of(name):
+    def kernel(*args, **kwargs):
+        op = getattr(torch.ops.fsdp, name).default
+        return op._op_dk(torch._C.DispatchKey.CPU, *args, **kwargs)
+    kernel.__name__ = name
+    return kernel
+
+
+def _register_fsdp_ops():
+    global _fsdp_library
+    _fsdp_library = torch.library.Library("fsdp", "FRAGMENT")
+    for name in _FSDP_OPS:
+        _fsdp_library.impl(name, _cpu_kernel_of(name), "PrivateUse1")
+
+
 def install():
     if not is_hccl_available() or hasattr(dist.Backend, BACKEND.upper()):
         return
+    if npu._DEVICE_TYPE != "privateuseone":  # torch 2.x
+        _register_fsdp_ops()
     if npu._DEVICE_TYPE == "privateuseone":  # torch 1.13
         from torch.nn.parallel import distributed as ddp
         ddp._to_kwargs = _ddp_inputs_to_npu(ddp._to_kwargs)

@@ -2137,9 +2137,15 @@ npurtError_t destroyStreamHandle(Stream *s, const char *api)
 	}
 	// Host functions queued: they may wait for anything (even for this
 	// call to return), so the destruction goes on in a thread of its own;
-	// the context waits for it before it ends (Context::reap).
+	// the context waits for it before it ends (Context::reap). The stream
+	// stays on the context's list until they have run, so that
+	// npurtDeviceSynchronize waits for them as cudaDeviceSynchronize does
+	// (off the list first, a synchronize could return before the last).
 	Context &ctx = s->ctx();
-	ctx.reap([s] { endStream(s); });
+	ctx.reap([s] {
+		s->drainHostWork("npurtStreamDestroy");
+		endStream(s);
+	});
 	return npurtSuccess;
 }
 

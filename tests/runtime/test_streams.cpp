@@ -2359,6 +2359,29 @@ TEST_F(StreamThreads, DeviceSynchronizeWhileOtherThreadsDestroyStreams)
 	EXPECT_GT(syncs, 0);
 }
 
+// A stream destroyed while its host function runs stays the device's until
+// the function returns: npurtDeviceSynchronize does not return before it
+// (it did, once the destruction's thread had taken the stream off the
+// context's list; the test above saw 79 of 80 host functions done).
+TEST_F(StreamThreads, DeviceSynchronizeWaitsForADestroyedStreamsHostFunction)
+{
+	Gate gate;
+	npurtStream_t s = nullptr;
+	ASSERT_EQ(npurtStreamCreate(&s), npurtSuccess);
+	ASSERT_EQ(npurtLaunchHostFunc(s, &Gate::hostFn, &gate), npurtSuccess);
+	ASSERT_TRUE(gate.waitReached(60000)) << "the host function did not start";
+	ASSERT_EQ(npurtStreamDestroy(s), npurtSuccess) << npurtGetLastErrorMessage();
+	for (int i = 0; i < 3; i++) {  // whenever the destruction's thread runs
+		EXPECT_EQ(npurtDeviceSynchronizeTimeout(100), npurtErrorTimeout)
+		        << "returned while the destroyed stream's host function ran";
+		npurtGetLastError();
+	}
+	EXPECT_EQ(gate.passed(), 0);
+	gate.open();
+	ASSERT_EQ(npurtDeviceSynchronize(), npurtSuccess) << npurtGetLastErrorMessage();
+	EXPECT_EQ(gate.passed(), 1);
+}
+
 TEST_F(StreamThreads, CreateAndDestroyFromManyThreads)
 {
 	std::vector<int> failures(4, 0);

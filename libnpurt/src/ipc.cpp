@@ -52,7 +52,7 @@ npurtError_t takeIpcDescriptor(int pid, int fd, uint64_t inode, const char *api,
 				                          " exported it, and this process may "
 				                          "not open other processes (pidfd_open "
 				                          "refused: a seccomp filter such as a "
-				                          "container's, or a kernel before 5.6)",
+				                          "container's)",
 				                  -e));
 			return setError(e == ESRCH ? npurtErrorInvalidHandle
 			                           : npurtErrorOperatingSystem,
@@ -66,17 +66,17 @@ npurtError_t takeIpcDescriptor(int pid, int fd, uint64_t inode, const char *api,
 		close(pidfd);
 		if (local < 0) {
 			if (e == EPERM || e == ENOSYS)
-				return setError(
-				        npurtErrorPermission,
-				        osMessage(
-				                std::string(api) + ": process " +
-				                        std::to_string(pid) +
-				                        " exported it, and this process may not "
-				                        "take "
-				                        "its descriptors (another user's process, "
-				                        "ptrace restrictions such as Yama's "
-				                        "ptrace_scope, or a seccomp filter)",
-				                -e));
+				return setError(npurtErrorPermission,
+				                osMessage(std::string(api) + ": process " +
+				                                  std::to_string(pid) +
+				                                  " exported it, and this process "
+				                                  "may not take its "
+				                                  "descriptors (another user's "
+				                                  "process, ptrace "
+				                                  "restrictions such as Yama's "
+				                                  "ptrace_scope, or a "
+				                                  "seccomp filter)",
+				                          -e));
 			// ESRCH: the exporter exited (and was reaped) after
 			// pidfd_open: the handle's process is gone, as above (the
 			// soak saw npurtErrorOperatingSystem here).

@@ -326,6 +326,27 @@ def fsdp_training(rank, steps):
     return got
 
 
+def fsdp2_training(rank, steps):
+    """fully_shard (FSDP2: DTensor parameters over a device mesh of NPUs,
+    resharded after each forward and gathered again for the backward)
+    against the CPU reference; returns the full parameters."""
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:  # torch 2.4 to 2.5
+        from torch.distributed._composable.fsdp import fully_shard
+
+    def wrap(model, dev):
+        model.to(dev)
+        fully_shard(model.a)
+        fully_shard(model.b)
+        return fully_shard(model)
+    sharded, ref = _sharded_training(rank, steps, wrap)
+    got = [p.full_tensor().detach().cpu() for p in sharded.parameters()]
+    for p, q in zip(got, ref):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    return got
+
+
 def dtensors(rank):
     """A device mesh of NPUs, DTensor placements moved between ranks, and
     the functional collectives under them."""

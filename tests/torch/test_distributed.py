@@ -26,6 +26,14 @@ def _both(helper, body, *args):
     return mine, theirs
 
 
+def _trains_alike(helper, body):
+    """Runs a data-parallel training body (which compares each rank with a
+    CPU model itself) on both ranks: they end with the same parameters."""
+    mine, theirs = _both(helper, body, 3)
+    for p, q in zip(mine, theirs):
+        assert torch.equal(p, q)
+
+
 @pytest.mark.no_npu_ok
 def test_the_backend_is_registered():
     # torch 1.13 spells a plugin's name in capitals.
@@ -52,9 +60,7 @@ def test_isend_before_irecv_of_large_tensors(ipc_helper):
 
 
 def test_distributed_data_parallel_trains_as_one_model(ipc_helper):
-    mine, theirs = _both(ipc_helper, dist_child.ddp_training, 3)
-    for p, q in zip(mine, theirs):
-        assert torch.equal(p, q)
+    _trains_alike(ipc_helper, dist_child.ddp_training)
 
 
 def _fsdp_importable():
@@ -69,12 +75,25 @@ def _fsdp_importable():
 
 @pytest.mark.skipif(not _fsdp_importable(), reason="this torch cannot import FSDP")
 def test_fully_sharded_data_parallel_trains_as_one_model(ipc_helper):
-    mine, theirs = _both(ipc_helper, dist_child.fsdp_training, 3)
-    for p, q in zip(mine, theirs):
-        assert torch.equal(p, q)
+    _trains_alike(ipc_helper, dist_child.fsdp_training)
 
 
 _TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+
+def _fully_shard_importable():
+    for where in ("torch.distributed.fsdp", "torch.distributed._composable.fsdp"):
+        try:
+            if hasattr(__import__(where, fromlist=["fully_shard"]), "fully_shard"):
+                return True
+        except (ImportError, ValueError):  # ValueError: _fsdp_importable
+            pass
+    return False
+
+
+@pytest.mark.skipif(not _fully_shard_importable(), reason="this torch has no fully_shard")
+def test_fully_shard_trains_as_one_model(ipc_helper):
+    _trains_alike(ipc_helper, dist_child.fsdp2_training)
 
 
 @pytest.mark.skipif(not _TORCH2, reason="fully_shard is torch 2's")
@@ -97,6 +116,7 @@ def test_fully_shard_s_copy_ops_keep_the_npu_and_the_aliasing(dev):
     torch.ops.fsdp.split_with_sizes_copy(out.view(2, -1), [2, 3], dim=1, out=[a, b])
     assert a.cpu().tolist() == [[7.0, 7.0], [1.0, 1.0]]
     assert b.cpu().tolist() == [[7.0] * 3, [2.0] * 3]
+    assert (a._version, b._version) == (0, 0), "as CUDA's: FSDP2's saved parameters"
     after = torch_npurt.fallback_counts()
     assert not [k for k in after if "fsdp" in k and after[k] != before.get(k, 0)]
 

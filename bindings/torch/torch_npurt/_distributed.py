@@ -524,7 +524,18 @@ _fsdp_library = None
 def _cpu_kernel_of(name):
     def kernel(*args, **kwargs):
         op = getattr(torch.ops.fsdp, name).default
-        return op._op_dk(torch._C.DispatchKey.CPU, *args, **kwargs)
+        if name != "split_with_sizes_copy":
+            return op._op_dk(torch._C.DispatchKey.CPU, *args, **kwargs)
+        # The copy-out into the unsharded parameters, which autograd saved
+        # in the forward: CUDA's split_with_sizes_copy leaves the version
+        # of `out` alone (pytorch#132014) and FSDP2 relies on it; the CPU
+        # kernel bumps it, and the backward then refused the saved
+        # parameters ("modified by an inplace operation").
+        out = kwargs["out"] if "out" in kwargs else args[-1]
+        versions = [t._version for t in out]
+        op._op_dk(torch._C.DispatchKey.CPU, *args, **kwargs)
+        for t, v in zip(out, versions):
+            torch._C._autograd._unsafe_set_version_counter(t, v)
     kernel.__name__ = name
     return kernel
 
@@ -539,11 +550,11 @@ def _register_fsdp_ops():
 def install():
     if not is_hccl_available() or hasattr(dist.Backend, BACKEND.upper()):
         return
-    if npu._DEVICE_TYPE != "privateuseone":  # torch 2.x
-        _register_fsdp_ops()
     if npu._DEVICE_TYPE == "privateuseone":  # torch 1.13
         from torch.nn.parallel import distributed as ddp
         ddp._to_kwargs = _ddp_inputs_to_npu(ddp._to_kwargs)
+    else:
+        _register_fsdp_ops()
     if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
         # torch >= 2.2: also the default backend for NPU tensors (backend=None).
         dist.Backend.register_backend(BACKEND, _create, devices=["cpu", npu._DEVICE_TYPE])

@@ -33,66 +33,61 @@ uint64_t descriptorInode(int fd)
 	return static_cast<uint64_t>(st.st_ino) ^ (static_cast<uint64_t>(st.st_dev) << 40);
 }
 
+namespace {
+
+// The error for a descriptor of process `pid` this process could not take:
+// pidfd_open failed (`opened` false) or pidfd_getfd did, with errno `e`.
+npurtError_t takeFailed(const char *api, int pid, bool opened, int e)
+{
+	const std::string who = std::string(api) + ": process " + std::to_string(pid);
+	const std::string exporter =
+	        std::string(api) + ": the exporting process " + std::to_string(pid);
+	// A policy refuses it: another user, ptrace restrictions, or a seccomp
+	// filter (a container's profile), which may refuse either call with
+	// EPERM or as if it did not exist.
+	if (e == EPERM || e == ENOSYS)
+		return setError(npurtErrorPermission,
+		                osMessage(who + " exported it, and this process may not " +
+		                                  (opened ? "take its descriptors (another user's "
+		                                            "process, ptrace restrictions such as "
+		                                            "Yama's ptrace_scope, or a seccomp "
+		                                            "filter)"
+		                                          : "open other processes (pidfd_open "
+		                                            "refused: a seccomp filter such as a "
+		                                            "container's)"),
+		                          -e));
+	// ESRCH: the exporter exited, also after pidfd_open (and was reaped):
+	// the handle's process is gone (the soak saw npurtErrorOperatingSystem
+	// here).
+	if (e == ESRCH)
+		return setError(npurtErrorInvalidHandle, osMessage(exporter + " has exited", -e));
+	if (!opened)
+		return setError(npurtErrorOperatingSystem, osMessage(exporter, -e));
+	return setError(e == EBADF ? npurtErrorInvalidHandle : npurtErrorOperatingSystem,
+	                osMessage(std::string(api) + ": taking it from process " +
+	                                  std::to_string(pid) +
+	                                  (e == EBADF ? " (gone: freed since?)" : ""),
+	                          -e));
+}
+
+}  // namespace
+
 npurtError_t takeIpcDescriptor(int pid, int fd, uint64_t inode, const char *api, int *out,
                                bool *owned)
 {
 	*owned = false;
 	int local = fd;
 	if (pid != 0 && pid != getpid()) {
-		int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-		if (pidfd < 0) {
-			const int e = errno;
-			// A seccomp filter (a container's profile) refuses the
-			// call itself, with EPERM or as if it did not exist.
-			if (e == EPERM || e == ENOSYS)
-				return setError(
-				        npurtErrorPermission,
-				        osMessage(std::string(api) + ": process " +
-				                          std::to_string(pid) +
-				                          " exported it, and this process may "
-				                          "not open other processes (pidfd_open "
-				                          "refused: a seccomp filter such as a "
-				                          "container's)",
-				                  -e));
-			return setError(e == ESRCH ? npurtErrorInvalidHandle
-			                           : npurtErrorOperatingSystem,
-			                osMessage(std::string(api) + ": the exporting process " +
-			                                  std::to_string(pid) +
-			                                  (e == ESRCH ? " has exited" : ""),
-			                          -e));
+		const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+		int e = errno;
+		local = -1;
+		if (pidfd >= 0) {
+			local = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
+			e = errno;
+			close(pidfd);
 		}
-		local = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
-		const int e = errno;
-		close(pidfd);
-		if (local < 0) {
-			if (e == EPERM || e == ENOSYS)
-				return setError(npurtErrorPermission,
-				                osMessage(std::string(api) + ": process " +
-				                                  std::to_string(pid) +
-				                                  " exported it, and this process "
-				                                  "may not take its "
-				                                  "descriptors (another user's "
-				                                  "process, ptrace "
-				                                  "restrictions such as Yama's "
-				                                  "ptrace_scope, or a "
-				                                  "seccomp filter)",
-				                          -e));
-			// ESRCH: the exporter exited (and was reaped) after
-			// pidfd_open: the handle's process is gone, as above (the
-			// soak saw npurtErrorOperatingSystem here).
-			if (e == ESRCH)
-				return setError(
-				        npurtErrorInvalidHandle,
-				        osMessage(std::string(api) + ": the exporting process " +
-				                          std::to_string(pid) + " has exited",
-				                  -e));
-			return setError(
-			        e == EBADF ? npurtErrorInvalidHandle : npurtErrorOperatingSystem,
-			        osMessage(std::string(api) + ": taking it from process " +
-			                          std::to_string(pid) +
-			                          (e == EBADF ? " (gone: freed since?)" : ""),
-			                  -e));
-		}
+		if (local < 0)
+			return takeFailed(api, pid, pidfd >= 0, e);
 		*owned = true;
 	}
 	// The number may have been reused since the export was given back.

@@ -413,22 +413,8 @@ int takeDescriptor(int pid, int fd, const py::object &fetch, const std::string &
 {
 	const std::string from =
 	        "receiving an NPU tensor: taking " + what + " from process " + std::to_string(pid);
-	// EPERM or ENOSYS from either call: a policy refuses it (another
-	// user, Yama's ptrace_scope, a seccomp filter that refuses pidfd_open
-	// itself or pretends it does not exist), not a missing sender.
-	auto refused = [](int err) { return err == EPERM || err == ENOSYS; };
 	int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 	int e = errno;
-	if (pidfd < 0 && !(refused(e) && !fetch.is_none()))
-		TORCH_CHECK(false, osError(refused(e) ? from + " (pidfd_open refused: a seccomp "
-		                                               "filter such as a container's; a "
-		                                               "torch.multiprocessing channel "
-		                                               "passes descriptors instead)"
-		                                      : "receiving an NPU tensor: the process "
-		                                        "that shared it (" +
-		                                                std::to_string(pid) + ")" +
-		                                                (e == ESRCH ? " has exited" : ""),
-		                           e));
 	int local = -1;
 	if (pidfd >= 0) {
 		local = static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, fd, 0));
@@ -437,9 +423,21 @@ int takeDescriptor(int pid, int fd, const py::object &fetch, const std::string &
 	}
 	if (local >= 0)
 		return local;
-	if (refused(e) && !fetch.is_none())
+	// EPERM or ENOSYS from either call: a policy refuses it (another user,
+	// Yama's ptrace_scope, a seccomp filter that refuses pidfd_open itself
+	// or pretends it does not exist), not a missing sender.
+	const bool refused = e == EPERM || e == ENOSYS;
+	if (refused && !fetch.is_none())
 		return fetch(fd).cast<int>();
-	const char *why = refused(e)   ? " (another user's process, ptrace restrictions such as "
+	TORCH_CHECK(pidfd >= 0,
+	            osError(refused ? from + " (pidfd_open refused: a seccomp filter such as a "
+	                                     "container's; a torch.multiprocessing channel "
+	                                     "passes descriptors instead)"
+	                            : "receiving an NPU tensor: the process that shared it (" +
+	                                      std::to_string(pid) + ")" +
+	                                      (e == ESRCH ? " has exited" : ""),
+	                    e));
+	const char *why = refused      ? " (another user's process, ptrace restrictions such as "
 	                                 "Yama's ptrace_scope, or a seccomp filter; a "
 	                                 "torch.multiprocessing channel passes descriptors "
 	                                 "instead)"

@@ -276,8 +276,12 @@ class ProcessGroupHCCL(_ProcessGroup):
         opts.reduceOp = gloo_op
         self._gloo.allreduce(hosts, opts).wait()
         if average:
-            for h in hosts:
-                h.div_(self.size())
+            self._average(hosts)
+
+    def _average(self, hosts):
+        """AVG, which gloo lacks: the SUM it gave, divided by the group's size."""
+        for h in hosts:
+            h.div_(self.size())
 
     def _check_whole(self, whole, whole_name, part, part_name, what):
         """``whole`` must hold the group's size times ``part``'s elements, of
@@ -341,9 +345,8 @@ class ProcessGroupHCCL(_ProcessGroup):
         ropts.rootRank = opts.rootRank
         ropts.rootTensor = opts.rootTensor
         self._gloo.reduce(hosts, ropts).wait()
-        if average and root:
-            for h in hosts:
-                h.div_(self.size())
+        if average and root:  # gloo's reduce gives the sum on the root only
+            self._average(hosts)
         stage.finish()
         return _finished(tensors)
 
@@ -397,12 +400,14 @@ class ProcessGroupHCCL(_ProcessGroup):
         stage.finish()
         return _finished(outputs)
 
-    def _reduce_scatter_flat(self, output, flat, op, what):
-        """Reduces ``flat`` (the group's size times ``output``'s elements, on
-        the host) and writes this rank's part to ``output``: gloo has no
+    def _reduce_scatter_parts(self, output, parts, op, what):
+        """Reduces ``parts`` (together the group's size times ``output``'s
+        elements) and writes this rank's part to ``output``: gloo has no
         reduce-scatter in torch 1.13, so every rank reduces the whole and
-        keeps its part."""
-        flat = flat.to(_host_dtype(output.dtype, reduce=True))
+        keeps its part. The whole is one host copy, in the dtype gloo
+        reduces."""
+        dtype = _host_dtype(output.dtype, reduce=True)
+        flat = torch.cat([t.reshape(-1).to("cpu", dtype) for t in parts])
         self._allreduce_host([output], [flat], op, what)
         n = output.numel()
         output.copy_(flat[self.rank() * n:(self.rank() + 1) * n].view(output.shape))
@@ -418,15 +423,13 @@ class ProcessGroupHCCL(_ProcessGroup):
             if t.numel() != output.numel() or t.dtype != output.dtype:
                 raise RuntimeError("hccl reduce_scatter: every input must have the output's "
                                    "size and dtype")
-        flat = torch.cat([t.reshape(-1).cpu() for t in inputs])
-        self._reduce_scatter_flat(output, flat, opts.reduceOp, "reduce_scatter")
+        self._reduce_scatter_parts(output, inputs, opts.reduceOp, "reduce_scatter")
         return _finished(outputs)
 
     @_collective
     def _reduce_scatter_base(self, output, input, opts):
         self._check_whole(input, "input", output, "output", "reduce_scatter_tensor")
-        flat = input.reshape(-1).to("cpu", copy=True)
-        self._reduce_scatter_flat(output, flat, opts.reduceOp, "reduce_scatter_tensor")
+        self._reduce_scatter_parts(output, [input], opts.reduceOp, "reduce_scatter_tensor")
         return _finished([output])
 
     @_collective

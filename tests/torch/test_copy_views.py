@@ -225,3 +225,78 @@ def test_out_of_another_shape_is_resized_through_the_fallback(dev, fallbacks):
     assert r is out and out.shape == (3, 4)
     assert torch.equal(out.cpu(), torch.cumsum(x, 0))
     assert any("cumsum" in name for name in fallbacks())
+
+
+def test_conjugate_views(dev, fallbacks):
+    # x.conj() of a complex tensor is a view with the conjugate bit; every
+    # copy of one used to recurse until the stack overflowed (a segfault).
+    zc = torch.tensor([[1 + 2j, 3 - 1j, -2j], [0.5 + 0j, -1 + 1j, 4 + 4j]])
+    z = zc.to(dev)
+    assert z.conj().is_conj()
+    assert torch.equal(z.conj().cpu(), zc.conj().resolve_conj())
+    assert torch.equal(z.conj().resolve_conj().cpu(), zc.conj().resolve_conj())
+    assert torch.equal(z.conj().clone().cpu(), zc.conj().resolve_conj())
+    assert torch.equal(z.mH.contiguous().cpu(), zc.mH.contiguous())
+    assert torch.equal((z.conj() * 2).cpu(), zc.conj() * 2)
+    assert torch.equal(z.conj().to(torch.complex128).cpu(), zc.conj().to(torch.complex128))
+    assert torch.equal((z.mH @ z).cpu(), zc.mH @ zc)
+    # Into plain and conjugated destinations, on the device and the host.
+    d = torch.zeros_like(z)
+    d.copy_(z.conj())
+    assert torch.equal(d.cpu(), zc.conj().resolve_conj())
+    d = torch.zeros_like(z)
+    d.conj().copy_(z)  # d's stored values become conj(z)
+    assert torch.equal(d.cpu(), zc.conj().resolve_conj())
+    d = torch.zeros_like(z)
+    d.conj().copy_(z.conj())  # both bits: the stored values as they are
+    assert torch.equal(d.cpu(), zc)
+    h = torch.zeros_like(zc)
+    h.conj().copy_(z)
+    assert torch.equal(h, zc.conj().resolve_conj())
+    d = torch.zeros_like(z)
+    d.copy_(zc.conj())
+    assert torch.equal(d.cpu(), zc.conj().resolve_conj())
+    # The source is left as it was.
+    assert torch.equal(z.cpu(), zc)
+    # Gradients of complex functions (autograd makes conjugate views).
+    x = torch.tensor([3 + 4j], device=dev, requires_grad=True)
+    x.conj().abs().sum().backward()
+    assert torch.allclose(x.grad.cpu(), torch.tensor([0.6 + 0.8j]))
+
+
+def test_negative_views(dev):
+    xc = torch.arange(6.0).reshape(2, 3)
+    x = xc.to(dev)
+    n = torch._neg_view(x)
+    assert n.is_neg()
+    assert torch.equal(n.cpu(), -xc)
+    assert torch.equal(n.clone().cpu(), -xc)
+    assert torch.equal((n + 1).cpu(), 1 - xc)
+    assert torch.equal(n.to(torch.float64).cpu(), -xc.double())
+    # Into pinned memory, non-blocking: dst is fixed up on the host after the
+    # data has arrived.
+    h = torch.empty(2, 3).pin_memory()
+    h.copy_(n, non_blocking=True)
+    torch_npurt.npu.synchronize()
+    assert torch.equal(h, -xc)
+    d = torch.zeros_like(x)
+    torch._neg_view(d).copy_(x)
+    assert torch.equal(d.cpu(), -xc)
+    assert torch.equal(x.cpu(), xc)
+
+
+def test_view_as_real_and_complex_alias(dev, fallbacks):
+    zc = torch.tensor([1 + 2j, 3 - 1j])
+    z = zc.to(dev)
+    r = torch.view_as_real(z)
+    assert r.shape == (2, 2) and r.data_ptr() == z.data_ptr()
+    r.mul_(2)
+    assert torch.equal(z.cpu(), zc * 2)
+    c = torch.view_as_complex(r)
+    assert c.data_ptr() == z.data_ptr()
+    c.mul_(1j)
+    assert torch.equal(z.cpu(), zc * 2j)
+    assert torch.equal(torch.view_as_real(z.conj().resolve_conj()).cpu(),
+                       torch.view_as_real((zc * 2j).conj().resolve_conj()))
+    d = fallbacks()
+    assert "aten::view_as_real" not in d and "aten::view_as_complex" not in d, d

@@ -1,7 +1,8 @@
 // npu_copy.cpp - allocation, copies, fills, casts and views of NPU tensors,
 // and their ATen kernels (empty*, _copy_from*, fill_, zero_, as_strided,
-// view, _reshape_alias, unfold, resize_, set_,
-// _has_compatible_shallow_copy_type).
+// view, _reshape_alias, unfold, view_as_real, view_as_complex, resize_, set_,
+// _has_compatible_shallow_copy_type; _copy_from* of conjugate and negative
+// views).
 #include "npu_ops.h"
 
 #include <ATen/EmptyTensor.h>
@@ -10,6 +11,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -483,6 +486,46 @@ at::Tensor copy_from_and_resize(const at::Tensor &self, const at::Tensor &dst)
 	return copy_from(self, dst, false);
 }
 
+// t's stored values: an alias of t without its conjugate and negative bits.
+at::Tensor storedValues(const at::Tensor &t)
+{
+	if (!t.is_conj() && !t.is_neg())
+		return t;
+	at::Tensor v = at::alias(t);
+	v._set_conj(false);
+	v._set_neg(false);
+	return v;
+}
+
+// A copy from or into a tensor with a conjugate or negative bit (x.conj()
+// of a complex tensor, .mH, torch._neg_view). torch's math-bit fallback
+// would resolve the bit with clone(), whose copy_ comes back to _copy_from
+// on a device other than CPU and CUDA: the recursion only ended in a stack
+// overflow. As copy_ does on CPU and CUDA: copy the stored values, then
+// apply to dst's what the bits differ by.
+at::Tensor copy_from_math_bits(const at::Tensor &self, const at::Tensor &dst, bool nonBlocking)
+{
+	// (A real dst of a complex source keeps the real parts: no conjugate.)
+	bool conj = self.is_conj() != dst.is_conj() && dst.is_complex();
+	bool neg = self.is_neg() != dst.is_neg();
+	at::Tensor d = storedValues(dst);
+	// The fix-up below reads dst: on the host, not before the data is there.
+	at::_copy_from(storedValues(self), d, nonBlocking && !((conj || neg) && d.is_cpu()));
+	// conj_physical_ has no kernel for devices other than CPU and CUDA:
+	// negate the imaginary parts.
+	if (conj)
+		at::view_as_real(d).select(-1, 1).neg_();
+	if (neg)
+		d.neg_();
+	return dst;
+}
+
+at::Tensor copy_from_and_resize_math_bits(const at::Tensor &self, const at::Tensor &dst)
+{
+	at::native::resize_output(dst, self.sizes());
+	return copy_from_math_bits(self, dst, false);
+}
+
 at::Tensor &fill_scalar(at::Tensor &self, const at::Scalar &value)
 {
 	OpScope op("aten::fill_");
@@ -626,11 +669,25 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("view", TORCH_FN(at::native::view));
 	m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
 	m.impl("unfold", TORCH_FN(at::native::unfold));
+	m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+	m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
 	m.impl("resize_", TORCH_FN(resize));
 	m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage));
 	m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
 	m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
 	m.impl("set_", TORCH_FN(set_empty));
+}
+
+TORCH_LIBRARY_IMPL(aten, Conjugate, m)
+{
+	m.impl("_copy_from", TORCH_FN(copy_from_math_bits));
+	m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize_math_bits));
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m)
+{
+	m.impl("_copy_from", TORCH_FN(copy_from_math_bits));
+	m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize_math_bits));
 }
 
 }  // namespace torch_npurt

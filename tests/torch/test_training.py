@@ -136,6 +136,29 @@ def test_batch_norm_functional_updates_running_stats(dev):
     torch.testing.assert_close(mean_n.cpu(), before)
 
 
+def test_norms_of_an_empty_batch(dev):
+    # native_batch_norm's CPU kernel in torch 1.13 divides by zero on an
+    # empty input (SIGFPE: the process died; group_norm reached it on the
+    # NPU); on the CPU torch gives empty results.
+    gn = torch.nn.GroupNorm(2, 4).to(dev)
+    x = torch.empty(0, 4, 3, device=dev, requires_grad=True)
+    out = gn(x)
+    assert out.shape == (0, 4, 3) and out.device == x.device
+    out.sum().backward()
+    assert x.grad.shape == (0, 4, 3) and gn.weight.grad.cpu().eq(0).all()
+    # A batch with rows still matches the CPU's.
+    x = torch.randn(2, 4, 3)
+    torch.testing.assert_close(torch.nn.functional.group_norm(x.to(dev), 2).cpu(),
+                               torch.nn.functional.group_norm(x, 2), rtol=1e-5, atol=1e-5)
+    out, mean, invstd = torch.native_batch_norm(torch.empty(0, 3, device=dev), None, None,
+                                                None, None, True, 0.1, 1e-5)
+    assert out.shape == (0, 3) and mean.shape == (3,) and mean.cpu().isnan().all()
+    running = torch.ones(3, device=dev)
+    out = torch.nn.functional.batch_norm(torch.empty(0, 3, device=dev), running,
+                                         running.clone(), training=True)
+    assert out.shape == (0, 3) and running.cpu().eq(1).all()
+
+
 @pytest.mark.parametrize("make", [
     lambda: torch.nn.LSTM(5, 4, num_layers=2, bidirectional=True, batch_first=True),
     lambda: torch.nn.GRU(5, 4, num_layers=2, bidirectional=True),

@@ -13,16 +13,21 @@
 // - native_batch_norm updates running_mean and running_var in place in
 //   training, but its schema does not say so (torch 1.13; 2.x trains
 //   through _batch_norm_with_update, which does): the fallback would
-//   update CPU copies and drop them. This one writes them back.
+//   update CPU copies and drop them. This one writes them back. It and its
+//   gradient answer an empty input themselves: torch 1.13's CPU kernels
+//   divide by zero there (group_norm of an empty batch reaches them on
+//   the NPU, not on the CPU).
 //
 // Each moves the operands to the CPU, runs there and moves the results
 // back, counted and named as the fallback's ops are.
 #include "npu_ops.h"
 
+#include <ATen/OpMathType.h>
 #include <ATen/Operators.h>
 #include <torch/library.h>
 
 #include <array>
+#include <limits>
 #include <tuple>
 #include <vector>
 
@@ -33,6 +38,7 @@ namespace {
 constexpr const char *kForward = "aten::convolution_overrideable";
 constexpr const char *kBackward = "aten::convolution_backward_overrideable";
 constexpr const char *kBatchNorm = "aten::native_batch_norm";
+constexpr const char *kBatchNormBackward = "aten::native_batch_norm_backward";
 constexpr const char *kLstmCell = "aten::_thnn_fused_lstm_cell";
 constexpr const char *kLstmCellBackward = "aten::_thnn_fused_lstm_cell_backward_impl";
 constexpr const char *kGruCell = "aten::_thnn_fused_gru_cell";
@@ -107,6 +113,17 @@ batchNorm(const at::Tensor &input, const c10::optional<at::Tensor> &weight,
 	checkOperands(input, {&w, &b, &mean, &var});
 	countFallback(kBatchNorm);
 	OpScope scope("aten::native_batch_norm (CPU fallback)");
+	// Nothing to normalise. torch 1.13's CPU kernel divides by zero on an
+	// empty input (SIGFPE; group_norm of an empty batch comes here on the
+	// NPU, not on the CPU), 2.x's refuses it: an empty output, statistics of
+	// nothing (NaN), running statistics left as they are.
+	if (input.numel() == 0) {
+		int64_t channels = input.dim() > 1 ? input.size(1) : 0;
+		at::Tensor stat =
+		        at::full({training ? channels : 0}, std::numeric_limits<float>::quiet_NaN(),
+		                 input.options().dtype(at::toOpMathType(input.scalar_type())));
+		return {at::empty_like(input), stat, stat.clone()};
+	}
 	c10::optional<at::Tensor> cpuMean = cpuCopy(mean), cpuVar = cpuCopy(var);
 	at::Tensor out, saveMean, saveInvstd;
 	std::tie(out, saveMean, saveInvstd) = at::native_batch_norm(
@@ -119,6 +136,34 @@ batchNorm(const at::Tensor &input, const c10::optional<at::Tensor> &weight,
 	}
 	return {back(out, input.device()), back(saveMean, input.device()),
 	        back(saveInvstd, input.device())};
+}
+
+// Its gradients, for the same reason: of an empty input, nothing flows
+// back (1.13's CPU kernel divides by zero there too).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormBackward(
+        const at::Tensor &gradOut, const at::Tensor &input, const c10::optional<at::Tensor> &weight,
+        const c10::optional<at::Tensor> &runningMean, const c10::optional<at::Tensor> &runningVar,
+        const c10::optional<at::Tensor> &saveMean, const c10::optional<at::Tensor> &saveInvstd,
+        bool training, double eps, std::array<bool, 3> mask)
+{
+	at::Tensor w = orUndefined(weight), mean = orUndefined(runningMean);
+	at::Tensor var = orUndefined(runningVar), sm = orUndefined(saveMean);
+	at::Tensor si = orUndefined(saveInvstd);
+	checkOperands(input, {&gradOut, &w, &mean, &var, &sm, &si});
+	countFallback(kBatchNormBackward);
+	OpScope scope("aten::native_batch_norm_backward (CPU fallback)");
+	if (input.numel() == 0) {
+		int64_t channels = input.dim() > 1 ? input.size(1) : 0;
+		at::TensorOptions o = w.defined() ? w.options() : input.options();
+		return {mask[0] ? at::empty_like(input) : at::Tensor(),
+		        mask[1] ? at::zeros({channels}, o) : at::Tensor(),
+		        mask[2] ? at::zeros({channels}, o) : at::Tensor()};
+	}
+	at::Tensor gi, gw, gb;
+	std::tie(gi, gw, gb) = at::native_batch_norm_backward(
+	        gradOut.cpu(), input.cpu(), cpuCopy(w), cpuCopy(mean), cpuCopy(var), cpuCopy(sm),
+	        cpuCopy(si), training, eps, mask);
+	return {back(gi, input.device()), back(gw, input.device()), back(gb, input.device())};
 }
 
 at::Tensor cpuWithBias(const at::Tensor &gates, const c10::optional<at::Tensor> &bias)
@@ -233,6 +278,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("convolution_overrideable", TORCH_FN(convolution));
 	m.impl("convolution_backward_overrideable", TORCH_FN(convolutionBackward));
 	m.impl("native_batch_norm", TORCH_FN(batchNorm));
+	m.impl("native_batch_norm_backward", TORCH_FN(batchNormBackward));
 	m.impl("_thnn_fused_lstm_cell", TORCH_FN(lstmCell));
 	m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(lstmCellBackward));
 	m.impl("_thnn_fused_gru_cell", TORCH_FN(gruCell));

@@ -1142,6 +1142,18 @@ const bool autogradFallback = [] {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 {
+	// Ops whose composite kernels, written for devices other than CPU and
+	// CUDA, take precedence over the fallback; the whole op runs through
+	// the fallback instead, as ops of no kernel do. torch 1.13's
+	// linalg_eigvals.out computes on the CPU and writes the result with
+	// at::complex as if the tensor given were a CPU or CUDA one: on the NPU
+	// it failed with "found at least two devices" (float) or crashed
+	// (complex). native_layer_norm and native_group_norm decompose into
+	// batch norm and elementwise ops, each a round trip through the host,
+	// whose results differ from the CPU's where the variance is zero (the
+	// batch norm's mean is not exact, then multiplied by 1/sqrt(eps)).
+	for (const char *op : {"linalg_eigvals.out", "native_layer_norm", "native_group_norm"})
+		m.impl(op, torch::CppFunction::makeFromBoxedFunction<&npuFallback>());
 	m.impl("record_stream", TORCH_FN(record_stream));
 	m.impl("add.Tensor", TORCH_FN(add));
 	m.impl("add_.Tensor", TORCH_FN(add_));

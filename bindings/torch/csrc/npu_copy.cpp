@@ -678,16 +678,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m)
 	m.impl("set_", TORCH_FN(set_empty));
 }
 
-TORCH_LIBRARY_IMPL(aten, Conjugate, m)
+namespace {
+void mathBitCopies(torch::Library &m)
 {
 	m.impl("_copy_from", TORCH_FN(copy_from_math_bits));
 	m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize_math_bits));
 }
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, Conjugate, m)
+{
+	mathBitCopies(m);
+}
 
 TORCH_LIBRARY_IMPL(aten, Negative, m)
 {
-	m.impl("_copy_from", TORCH_FN(copy_from_math_bits));
-	m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize_math_bits));
+	mathBitCopies(m);
 }
 
 }  // namespace torch_npurt

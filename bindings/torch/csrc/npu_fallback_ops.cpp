@@ -103,6 +103,12 @@ convolutionBackward(const at::Tensor &gradOut, const at::Tensor &input, const at
 	return {back(gi, input.device()), back(gw, input.device()), back(gb, input.device())};
 }
 
+// A batch norm's channels: dimension 1 (none for a 1-D input).
+int64_t channels(const at::Tensor &input)
+{
+	return input.dim() > 1 ? input.size(1) : 0;
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor>
 batchNorm(const at::Tensor &input, const c10::optional<at::Tensor> &weight,
           const c10::optional<at::Tensor> &bias, const c10::optional<at::Tensor> &runningMean,
@@ -118,10 +124,9 @@ batchNorm(const at::Tensor &input, const c10::optional<at::Tensor> &weight,
 	// NPU, not on the CPU), 2.x's refuses it: an empty output, statistics of
 	// nothing (NaN), running statistics left as they are.
 	if (input.numel() == 0) {
-		int64_t channels = input.dim() > 1 ? input.size(1) : 0;
-		at::Tensor stat =
-		        at::full({training ? channels : 0}, std::numeric_limits<float>::quiet_NaN(),
-		                 input.options().dtype(at::toOpMathType(input.scalar_type())));
+		at::Tensor stat = at::full(
+		        {training ? channels(input) : 0}, std::numeric_limits<float>::quiet_NaN(),
+		        input.options().dtype(at::toOpMathType(input.scalar_type())));
 		return {at::empty_like(input), stat, stat.clone()};
 	}
 	c10::optional<at::Tensor> cpuMean = cpuCopy(mean), cpuVar = cpuCopy(var);
@@ -139,31 +144,24 @@ batchNorm(const at::Tensor &input, const c10::optional<at::Tensor> &weight,
 }
 
 // Its gradients, for the same reason: of an empty input, nothing flows
-// back (1.13's CPU kernel divides by zero there too).
+// back (1.13's CPU kernel divides by zero there too); the rest is the
+// fallback's.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormBackward(
         const at::Tensor &gradOut, const at::Tensor &input, const c10::optional<at::Tensor> &weight,
         const c10::optional<at::Tensor> &runningMean, const c10::optional<at::Tensor> &runningVar,
         const c10::optional<at::Tensor> &saveMean, const c10::optional<at::Tensor> &saveInvstd,
         bool training, double eps, std::array<bool, 3> mask)
 {
-	at::Tensor w = orUndefined(weight), mean = orUndefined(runningMean);
-	at::Tensor var = orUndefined(runningVar), sm = orUndefined(saveMean);
-	at::Tensor si = orUndefined(saveInvstd);
-	checkOperands(input, {&gradOut, &w, &mean, &var, &sm, &si});
+	if (input.numel() != 0)
+		return NPU_FALLBACK(native_batch_norm_backward, gradOut, input, weight, runningMean,
+		                    runningVar, saveMean, saveInvstd, training, eps, mask);
+	at::Tensor w = orUndefined(weight);
+	checkOperands(input, {&gradOut, &w});
 	countFallback(kBatchNormBackward);
-	OpScope scope("aten::native_batch_norm_backward (CPU fallback)");
-	if (input.numel() == 0) {
-		int64_t channels = input.dim() > 1 ? input.size(1) : 0;
-		at::TensorOptions o = w.defined() ? w.options() : input.options();
-		return {mask[0] ? at::empty_like(input) : at::Tensor(),
-		        mask[1] ? at::zeros({channels}, o) : at::Tensor(),
-		        mask[2] ? at::zeros({channels}, o) : at::Tensor()};
-	}
-	at::Tensor gi, gw, gb;
-	std::tie(gi, gw, gb) = at::native_batch_norm_backward(
-	        gradOut.cpu(), input.cpu(), cpuCopy(w), cpuCopy(mean), cpuCopy(var), cpuCopy(sm),
-	        cpuCopy(si), training, eps, mask);
-	return {back(gi, input.device()), back(gw, input.device()), back(gb, input.device())};
+	at::TensorOptions o = w.defined() ? w.options() : input.options();
+	return {mask[0] ? at::empty_like(input) : at::Tensor(),
+	        mask[1] ? at::zeros({channels(input)}, o) : at::Tensor(),
+	        mask[2] ? at::zeros({channels(input)}, o) : at::Tensor()};
 }
 
 at::Tensor cpuWithBias(const at::Tensor &gates, const c10::optional<at::Tensor> &bias)

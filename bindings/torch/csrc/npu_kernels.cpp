@@ -205,6 +205,8 @@ void resultsTo(const c10::FunctionSchema &schema, torch::jit::Stack &stack, at::
 	}
 }
 
+}  // namespace
+
 void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 {
 	const auto &schema = op.schema();
@@ -270,8 +272,7 @@ void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 		resultsTo(schema, *stack, *factoryDevice);
 }
 
-#define NPU_FALLBACK(op, ...) \
-	at::native::call_fallback_fn<&npuFallback, at::_ops::op>::call(__VA_ARGS__)
+namespace {
 
 // ----------------------------------------------------------------- helpers
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/native/CPUFallback.h>
 
 #include "npu_runtime.h"
 
@@ -85,6 +86,13 @@ void copyBytes(void *dst, const void *src, size_t n, npurtMemcpyKind kind, int d
 
 // Pinned host memory (npu_pinned.cpp): the allocator, whether a tensor's
 // storage comes from it, and the device's pinned-pool statistics.
+// The boxed CPU fallback (npu_kernels.cpp): the op on the CPU with its
+// operands moved there and its results back, counted. NPU_FALLBACK calls it
+// from a kernel that handles some cases itself.
+void npuFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack);
+#define NPU_FALLBACK(op, ...) \
+	at::native::call_fallback_fn<&npuFallback, at::_ops::op>::call(__VA_ARGS__)
+
 c10::Allocator *pinnedAllocator();
 bool isPinnedByUs(const at::Tensor &t);
 npurtHostMemStats hostMemStats(int device);

@@ -165,5 +165,5 @@ install: userspace
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(TOP)/kernel clean
-	rm -rf $(BUILD)/cmake $(BUILD)/kselftest $(BUILD)/vm $(BUILD)/vm-demo \
+	rm -rf $(BUILD)/cmake $(BUILD)/kselftest $(BUILD)/vm $(BUILD)/vm-demo $(BUILD)/torch-ext \
 		$(BUILD)/test-results $(TOP)/kernel/npu_config.h

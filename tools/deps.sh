@@ -13,7 +13,7 @@ PKGS="qemu-system-x86 debhelper dh-dkms dkms lintian dpkg-dev linux-image-amd64 
 busybox-static cpio debootstrap linux-source-6.1 sparse xz-utils kmod pkg-config
 cmake g++ ccache libgtest-dev clang-format clang-tidy python3
 flex bison bc libelf-dev libssl-dev
-python3-torch libtorch-dev pybind11-dev python3-pytest"
+python3-torch libtorch-dev pybind11-dev python3-pytest python3-setuptools"
 mode=${1:-all}
 [ "$mode" = --deb ] && PKGS=$DEB_PKGS
 

@@ -77,6 +77,18 @@ print("PASS", torch.__version__, torch_npurt.DEVICE_TYPE)' 2>&1)
 rc=$?
 [ "$rc" = 0 ] && echo "$out" | grep -q '^PASS'
 record packages-torch-npurt $? "$out"
+# What C++ extensions build against: the package's header, libnpurt-dev's
+# headers and library, where torch_npurt.utils.cpp_extension says.
+out=$(as npu-user python3 -c 'import os, torch_npurt
+from torch_npurt.utils import cpp_extension as e
+inc, lib = e.include_paths(), e.library_paths()
+assert os.path.isfile(os.path.join(inc[0], "torch_npurt", "extension.h")), inc
+assert os.path.isfile(os.path.join(inc[1], "npurt", "npurt.h")), inc
+assert os.path.exists(os.path.join(lib[0], "libnpurt.so")), lib
+print("PASS", inc, lib)' 2>&1)
+rc=$?
+[ "$rc" = 0 ] && echo "$out" | grep -q '^PASS'
+record packages-torch-npurt-extension-paths $? "$out"
 # Not in the render group: the nodes do not open, and the runtime says why.
 out=$(as npu-outsider /home/npu-outsider/consumer_pc 2>&1)
 rc=$?

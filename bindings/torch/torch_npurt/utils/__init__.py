@@ -1,0 +1,1 @@
+"""torch_npurt.utils: helpers beside the backend (torch_npu's names)."""

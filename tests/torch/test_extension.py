@@ -72,6 +72,53 @@ def test_half_types(ext, dev, dtype):
     torch.testing.assert_close(got.cpu().float(), _expected(x, r, 0.25), rtol=2e-2, atol=2e-2)
 
 
+def test_gradients_match_the_cpu(ext, dev):
+    """The op's autograd kernel (the example registers one for the Autograd
+    key) gives the gradients of relu(alpha * x + r) on the NPU."""
+    torch.manual_seed(3)
+    x, r = torch.randn(5, 7), torch.randn(5, 7)
+    xc, rc = x.clone().requires_grad_(), r.clone().requires_grad_()
+    (_expected(xc, rc, 0.75) * torch.arange(35.0).view(5, 7)).sum().backward()
+    xn, rn = x.to(dev).requires_grad_(), r.to(dev).requires_grad_()
+    out = ext.scaled_residual(xn, rn, 0.75)
+    assert out.requires_grad and out.grad_fn is not None
+    (out * torch.arange(35.0, device=dev).view(5, 7)).sum().backward()
+    assert xn.grad.device == xn.device
+    assert_close(xn.grad.cpu(), xc.grad)
+    assert_close(rn.grad.cpu(), rc.grad)
+
+
+def test_a_model_with_the_op_trains(ext, dev):
+    """A layer calling the op learns on the NPU as its CPU twin does."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return ext.scaled_residual(self.lin(x), x, 0.5)
+
+    torch.manual_seed(4)
+    cpu = Block()
+    npu_model = Block()
+    npu_model.load_state_dict(cpu.state_dict())
+    npu_model.to(dev)
+    x, y = torch.randn(16, 8), torch.randn(16, 8)
+    losses = []
+    for model, data, target in ((cpu, x, y), (npu_model, x.to(dev), y.to(dev))):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        run = []
+        for _ in range(5):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(data), target)
+            loss.backward()
+            opt.step()
+            run.append(loss.item())
+        losses.append(run)
+    assert losses[1][-1] < losses[1][0]
+    torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-5)
+
+
 def test_bad_arguments_are_errors(ext, dev):
     x = torch.ones(4, device=dev)
     with pytest.raises(RuntimeError, match="float32, float16 or bfloat16 tensors, got Int"):
@@ -157,21 +204,22 @@ def test_build_helpers():
 
 
 @pytest.mark.no_npu_ok
-def test_load_adds_the_paths(monkeypatch):
-    """torch's JIT build (which needs ninja and minutes of compiling in the
-    VM) gets the headers and -lnpurt added to what the caller passed."""
+@pytest.mark.parametrize("call", ["load", "load_inline"])
+def test_jit_builds_add_the_paths(monkeypatch, call):
+    """torch's JIT builds (which need ninja and minutes of compiling in the
+    VM) get the headers and -lnpurt added to what the caller passed."""
     if not _setuptools():
         pytest.skip("no setuptools: torch.utils.cpp_extension does not import")
     import torch.utils.cpp_extension as torch_ext
     from torch_npurt.utils import cpp_extension
     seen = {}
 
-    def fake_load(name, sources, **kwargs):
+    def fake(name, sources, **kwargs):
         seen.update(kwargs, name=name, sources=sources)
         return "module"
-    monkeypatch.setattr(torch_ext, "load", fake_load)
-    assert cpp_extension.load("m", ["m.cpp"], extra_include_paths=["/x"],
-                              extra_ldflags=["-lz"], verbose=True) == "module"
+    monkeypatch.setattr(torch_ext, call, fake)
+    assert getattr(cpp_extension, call)("m", ["m.cpp"], extra_include_paths=["/x"],
+                                        extra_ldflags=["-lz"], verbose=True) == "module"
     assert seen["name"] == "m" and seen["sources"] == ["m.cpp"] and seen["verbose"]
     assert seen["extra_include_paths"] == ["/x"] + cpp_extension.include_paths()
     lib = cpp_extension.library_paths()[0]

@@ -21,8 +21,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 @contextlib.contextmanager
 def _test_helper_stand_ins():
     """torch's test helpers import modules only torch's own test runs need,
-    which Debian does not package (expecttest) or does not install with
-    torch (setuptools): stand-ins for the import, removed afterwards."""
+    which Debian does not package (expecttest): stand-ins for the import,
+    removed afterwards."""
     made = []
 
     def stand_in(name, **attrs):
@@ -37,7 +37,6 @@ def _test_helper_stand_ins():
             for k, v in attrs.items():
                 setattr(sys.modules[name], k, v)
     stand_in("expecttest", TestCase=unittest.TestCase, ACCEPT=False)
-    stand_in("setuptools.command.build_ext", build_ext=object)
     try:
         yield
     finally:

@@ -1,7 +1,8 @@
 // scaled_residual.cpp - a custom operator written as a C++ extension of
 // PyTorch that runs on the NPU: relu(alpha * x + residual), the fused
 // residual step of a network, as two device ops (AXPY, then RELU in place)
-// enqueued on torch's current NPU stream, ordered with torch's own work.
+// enqueued on torch's current NPU stream, ordered with torch's own work,
+// and its gradient.
 //
 // Build: setup.py beside it (torch_npurt.utils.cpp_extension.NpuExtension).
 // Use:   import torch_npurt, npurt_example_ext
@@ -97,6 +98,42 @@ void launchOnHostMemory(int64_t n)
 	NPURT_CHECK(npurtLaunchOp(&op, torch_npurt::getCurrentNPUStream()));
 }
 
+// Its gradient, so that networks using it train: with m = (out > 0),
+// d/dx = alpha * m * grad and d/dresidual = m * grad, in torch's ops (on
+// the NPU for NPU tensors). Registered for the Autograd alias key, which
+// covers the NPU's (AutogradPrivateUse1) and the CPU's.
+class ScaledResidual : public torch::autograd::Function<ScaledResidual> {
+public:
+	static at::Tensor forward(torch::autograd::AutogradContext *ctx, const at::Tensor &x,
+	                          const at::Tensor &residual, double alpha)
+	{
+		static auto op = c10::Dispatcher::singleton()
+		                         .findSchemaOrThrow("npurt_example::scaled_residual", "")
+		                         .typed<at::Tensor(const at::Tensor &, const at::Tensor &,
+		                                           double)>();
+		// Below autograd: the device's (or the CPU's) kernel.
+		at::AutoDispatchBelowADInplaceOrView below;
+		at::Tensor out = op.call(x, residual, alpha);
+		ctx->save_for_backward({out});
+		ctx->saved_data["alpha"] = alpha;
+		return out;
+	}
+
+	static torch::autograd::variable_list backward(torch::autograd::AutogradContext *ctx,
+	                                               torch::autograd::variable_list grads)
+	{
+		at::Tensor out = ctx->get_saved_variables()[0];
+		double alpha = ctx->saved_data["alpha"].toDouble();
+		at::Tensor g = grads[0] * (out > 0).to(grads[0].scalar_type());
+		return {g * alpha, g, at::Tensor()};
+	}
+};
+
+at::Tensor scaledResidualAutograd(const at::Tensor &x, const at::Tensor &residual, double alpha)
+{
+	return ScaledResidual::apply(x, residual, alpha);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(npurt_example, m)
@@ -114,6 +151,11 @@ TORCH_LIBRARY_IMPL(npurt_example, PrivateUse1, m)
 TORCH_LIBRARY_IMPL(npurt_example, CPU, m)
 {
 	m.impl("scaled_residual", &scaledResidualCpu);
+}
+
+TORCH_LIBRARY_IMPL(npurt_example, Autograd, m)
+{
+	m.impl("scaled_residual", &scaledResidualAutograd);
 }
 
 // A Python module too, so that `import npurt_example_ext` loads the ops.

@@ -22,7 +22,7 @@ import os
 
 from .. import _paths
 
-__all__ = ["include_paths", "library_paths", "NpuExtension", "load"]
+__all__ = ["include_paths", "library_paths", "NpuExtension", "load", "load_inline"]
 
 
 def _cpp_extension():
@@ -70,12 +70,22 @@ def NpuExtension(name, sources, *args, **kwargs):
     return _cpp_extension().CppExtension(name, sources, *args, **kwargs)
 
 
-def load(name, sources, extra_include_paths=None, extra_ldflags=None, **kwargs):
+def _jit_paths(kwargs):
+    """torch's JIT builds' arguments with the headers and libnpurt added."""
+    lib = library_paths()
+    kwargs["extra_include_paths"] = list(kwargs.get("extra_include_paths") or []) + \
+        include_paths()
+    kwargs["extra_ldflags"] = list(kwargs.get("extra_ldflags") or []) + \
+        ["-L%s" % d for d in lib] + ["-Wl,-rpath,%s" % d for d in lib] + ["-lnpurt"]
+    return kwargs
+
+
+def load(name, sources, **kwargs):
     """torch.utils.cpp_extension.load with torch_npurt's and libnpurt's
     headers and libnpurt added; the other arguments are torch's."""
-    ldflags = ["-L%s" % d for d in library_paths()]
-    ldflags += ["-Wl,-rpath,%s" % d for d in library_paths()] + ["-lnpurt"]
-    return _cpp_extension().load(
-        name, sources,
-        extra_include_paths=list(extra_include_paths or []) + include_paths(),
-        extra_ldflags=list(extra_ldflags or []) + ldflags, **kwargs)
+    return _cpp_extension().load(name, sources, **_jit_paths(kwargs))
+
+
+def load_inline(name, cpp_sources, **kwargs):
+    """torch.utils.cpp_extension.load_inline, as load()."""
+    return _cpp_extension().load_inline(name, cpp_sources, **_jit_paths(kwargs))

@@ -355,6 +355,29 @@ def _install_legacy_type():
     torch.Tensor.type = type_
 
 
+def _install_sparse_new():
+    """tensor.new(indices, values, size) and the other legacy constructors
+    of a sparse NPU tensor (torch 1.13's SparseAdam makes its updates so):
+    1.13's binding knows the legacy types of CPU and CUDA only ("Unrecognized
+    tensor type ID: SparsePrivateUse1"), so they run on a CPU sparse tensor
+    of the dtype and the result moves to the NPU."""
+    from . import npu
+
+    legacy = torch.Tensor.new
+
+    @functools.wraps(legacy)
+    def new(self, *args, **kwargs):
+        if not (self.is_sparse and self.device.type == npu._DEVICE_TYPE):
+            return legacy(self, *args, **kwargs)
+        device = kwargs.pop("device", None)
+        device = self.device if device is None else translate(device)
+        template = torch.empty((0,), dtype=self.dtype, layout=torch.sparse_coo)
+        args = tuple(a.cpu() if isinstance(a, torch.Tensor) else a for a in args)
+        return legacy(template, *args, **kwargs).to(device)
+
+    torch.Tensor.new = new
+
+
 def _install_record_stream():
     """tensor.record_stream(torch.npu.current_stream()), as with torch_npu:
     torch 1.13's binding takes only its own stream objects (1.13 cannot
@@ -418,6 +441,7 @@ def install():
 
     torch.Tensor.npu = tensor_npu
     torch.Tensor.is_npu = property(lambda self: self.device.type == "privateuseone")
+    _install_sparse_new()
 
     module_to = torch.nn.Module.to
 

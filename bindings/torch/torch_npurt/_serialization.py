@@ -22,6 +22,7 @@ Not supported: the legacy (non-zip) format written with
 """
 
 import copy
+import functools
 
 import torch
 
@@ -169,6 +170,26 @@ _deepcopy_orig = None
 _installed = False
 
 
+def _sparse_reduce(reduce):
+    """Pickling a sparse NPU tensor: torch sends every PrivateUse1 tensor
+    without storage through numpy (which refuses sparse ones); it pickles
+    as a sparse CPU or CUDA tensor does, from its indices and values (NPU
+    tensors, saved with their device)."""
+    from . import npu
+    from ._patches import _torch_at_least
+
+    @functools.wraps(reduce)
+    def reduce_ex_internal(self, proto):
+        if not (self.is_sparse and self.device.type == npu._DEVICE_TYPE):
+            return reduce(self, proto)
+        data = (self._indices(), self._values(), self.size())
+        if _torch_at_least(2, 1):  # the flag, as torch's own pickles carry it since
+            data += (self.is_coalesced(),)
+        return torch._utils._rebuild_sparse_tensor, (self.layout, data)
+
+    return reduce_ex_internal
+
+
 def install():
     global _clone, _cpu, _rebuild_tensor_orig, _deepcopy_orig, _installed
     if _installed:
@@ -186,3 +207,4 @@ def install():
     torch._utils._rebuild_tensor = _rebuild_tensor
     _deepcopy_orig = torch.Tensor.__deepcopy__
     torch.Tensor.__deepcopy__ = _tensor_deepcopy
+    torch.Tensor._reduce_ex_internal = _sparse_reduce(torch.Tensor._reduce_ex_internal)

@@ -34,6 +34,9 @@ def test_construct_on_the_device(dev):
                                 torch.tensor(VALUES, device=dev), (2, 3))
     assert on_npu(t, dev) and torch.equal(t.to_dense().cpu(), s.to_dense().cpu())
     assert "nnz=3" in str(t) and "layout=torch.sparse_coo" in str(t)
+    # device="npu" (on torch 1.13 too, where the package translates it).
+    u = torch.sparse_coo_tensor(torch.tensor(INDICES), torch.tensor(VALUES), (2, 3), device="npu")
+    assert on_npu(u, dev) and torch.equal(u.to_dense().cpu(), s.to_dense().cpu())
 
 
 def test_between_host_and_device(dev):

@@ -10,7 +10,8 @@ package can intercept, it translates:
   for ``Module.to``;
 - ``device="npu"`` (or ``"npu:N"``) in torch's factory functions (``torch.empty``,
   ``zeros``, ``ones``, ``full``, ``rand``, ``randn``, ``randint``, ``arange``,
-  ``tensor``, ``as_tensor``, ``eye``, ``linspace``, ``*_like``, ...).
+  ``tensor``, ``as_tensor``, ``eye``, ``linspace``, ``*_like``,
+  ``sparse_coo_tensor``, ...).
 
 Pinned memory (torch 1.13 binds it to CUDA; here it is libnpurt's
 ``npurtMallocHost``, see ``npu_pinned.cpp``):
@@ -38,7 +39,7 @@ _FACTORIES = [
     "empty", "empty_strided", "zeros", "ones", "full", "rand", "randn", "randint",
     "randperm", "arange", "range", "linspace", "logspace", "eye", "tensor", "as_tensor",
     "empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like",
-    "randint_like", "scalar_tensor", "normal",
+    "randint_like", "scalar_tensor", "normal", "sparse_coo_tensor",
 ]
 
 _installed = False

@@ -106,6 +106,19 @@ def assert_close(actual, expected, rtol=1e-5, atol=1e-6):
     torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
 
 
+def sgd_steps(model, device, data, loss_fn, lr):
+    """One SGD step per (x, y) of data on device: the losses."""
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    losses = []
+    for x, y in data:
+        opt.zero_grad()
+        loss = loss_fn(model(x.to(device)), y.to(device))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def check_masked_encoder(move):
     """An encoder in eval mode over a padded batch (torch 2.x's nested-tensor
     case) gives the CPU's values through `move` (the module or tensor to

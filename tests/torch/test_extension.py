@@ -13,7 +13,7 @@ import torch
 import torch_npurt
 from torch_npurt import npu
 
-from conftest import assert_close, queue_slow_writes, slow_jobs
+from conftest import assert_close, queue_slow_writes, sgd_steps, slow_jobs
 
 # build/python/torch_npurt -> build/torch-ext (the lanes' builds alike).
 EXT_DIR = os.path.normpath(os.path.join(os.path.dirname(torch_npurt.__file__), "..", "..",
@@ -103,18 +103,9 @@ def test_a_model_with_the_op_trains(ext, dev):
     npu_model = Block()
     npu_model.load_state_dict(cpu.state_dict())
     npu_model.to(dev)
-    x, y = torch.randn(16, 8), torch.randn(16, 8)
-    losses = []
-    for model, data, target in ((cpu, x, y), (npu_model, x.to(dev), y.to(dev))):
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        run = []
-        for _ in range(5):
-            opt.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(data), target)
-            loss.backward()
-            opt.step()
-            run.append(loss.item())
-        losses.append(run)
+    data = [(torch.randn(16, 8), torch.randn(16, 8))] * 5
+    losses = [sgd_steps(model, device, data, torch.nn.functional.mse_loss, 0.1)
+              for model, device in ((cpu, "cpu"), (npu_model, dev))]
     assert losses[1][-1] < losses[1][0]
     torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-5)
 

@@ -7,7 +7,7 @@ import torch
 import torch_npurt
 from torch_npurt import npu
 
-from conftest import check_masked_encoder
+from conftest import check_masked_encoder, sgd_steps
 
 
 def mlp():
@@ -15,19 +15,6 @@ def mlp():
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
                                torch.nn.Linear(32, 32), torch.nn.GELU(approximate="tanh"),
                                torch.nn.Linear(32, 4))
-
-
-def sgd_steps(model, device, data, loss_fn, lr):
-    """One SGD step per (x, y) of data on device: the losses."""
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    losses = []
-    for x, y in data:
-        opt.zero_grad()
-        loss = loss_fn(model(x.to(device)), y.to(device))
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
 
 
 def train(model, device, steps=5):

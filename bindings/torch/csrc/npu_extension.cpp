@@ -9,17 +9,12 @@
 #include <cstdint>
 
 namespace torch_npurt {
-namespace {
 
-// The libnpurt stream of torch's (device, stream id) pair, as an integer
-// (0: the device's default stream). Unknown ids and devices are errors.
 int64_t streamHandle(int64_t device, int64_t id)
 {
 	return static_cast<int64_t>(
 	        reinterpret_cast<intptr_t>(nativeStream(streamFromIds(device, id))));
 }
-
-}  // namespace
 
 TORCH_LIBRARY(torch_npurt, m)
 {

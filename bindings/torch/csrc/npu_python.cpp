@@ -704,9 +704,7 @@ PYBIND11_MODULE(_C, m)
 	m.def("_external_stream", [](int d, uintptr_t handle) {
 		return externalStream(checkedDevice(d), reinterpret_cast<npurtStream_t>(handle));
 	});
-	m.def("_stream_handle", [](int d, int64_t id) {
-		return reinterpret_cast<uintptr_t>(nativeStream(streamFromIds(d, id)));
-	});
+	m.def("_stream_handle", &streamHandle);
 	m.def("_can_access_peer", [](int d, int peer) {
 		int can = 0;
 		check(npurtDeviceCanAccessPeer(&can, checkedDevice(d), checkedDevice(peer)),

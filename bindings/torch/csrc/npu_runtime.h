@@ -88,6 +88,10 @@ c10::Stream currentStream(int device);
 c10::Stream defaultStream(int device);
 // The stream a (device, id) pair from Python names; the device is checked.
 c10::Stream streamFromIds(int64_t device, int64_t id);
+// The libnpurt stream of such a pair as an integer (0: the default
+// stream), for Python (Stream.npu_stream) and for C++ extensions
+// (torch.ops.torch_npurt._stream_handle, npu_extension.cpp).
+int64_t streamHandle(int64_t device, int64_t id);
 // torch.npu.ExternalStream: the id of a libnpurt stream made outside torch
 // (registered once; its owner keeps it alive while torch uses it).
 int64_t externalStream(int device, npurtStream_t s);

@@ -75,33 +75,30 @@ bool isWrite(const c10::Argument &a)
 	return a.alias_info() && a.alias_info()->isWrite();
 }
 
-// The operand list of a Tensor[] argument on the CPU.
+// An operand on the CPU; the first NPU operand's device is where results go.
+at::Tensor toCpu(const at::Tensor &t, c10::optional<at::Device> *device)
+{
+	if (!onNpu(t))
+		return t;
+	if (!*device)
+		*device = t.device();
+	return moved(t, at::kCPU);
+}
+
 c10::IValue listToCpu(const c10::IValue &v, c10::optional<at::Device> *device)
 {
 	c10::List<at::Tensor> out;
-	for (at::Tensor t : v.toTensorList()) {
-		if (onNpu(t) && !*device)
-			*device = t.device();
-		out.push_back(onNpu(t) ? moved(t, at::kCPU) : t);
-	}
+	for (at::Tensor t : v.toTensorList())
+		out.push_back(toCpu(t, device));
 	return out;
 }
 
 c10::IValue optionalListToCpu(const c10::IValue &v, c10::optional<at::Device> *device)
 {
 	c10::List<c10::optional<at::Tensor>> out;
-	for (const c10::IValue &e : v.toListRef()) {
-		c10::optional<at::Tensor> t;
-		if (e.isTensor()) {
-			t = e.toTensor();
-			if (onNpu(*t)) {
-				if (!*device)
-					*device = t->device();
-				t = moved(*t, at::kCPU);
-			}
-		}
-		out.push_back(t);
-	}
+	for (const c10::IValue &e : v.toListRef())
+		out.push_back(e.isTensor() ? c10::optional<at::Tensor>(toCpu(e.toTensor(), device))
+		                           : c10::nullopt);
 	return out;
 }
 
@@ -140,9 +137,7 @@ void sparseFallback(const c10::OperatorHandle &op, torch::jit::Stack *stack)
 		c10::IValue &v = (*stack)[base + i];
 		if (v.isTensor() && onNpu(v.toTensor())) {
 			at::Tensor npu = v.toTensor();
-			if (!device)
-				device = npu.device();
-			v = moved(npu, at::kCPU);
+			v = toCpu(npu, &device);
 			if (isWrite(args[i]))
 				written.push_back({i, npu, v.toTensor()});
 		} else if (v.isTensorList()) {
